@@ -1,0 +1,163 @@
+"Model behaviour that does not fit the notebooks: both attention paths, every encoding, causality, dtypes, checkpoints."
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from posenc_nb.encodings import ENCODINGS, get_encoding
+from posenc_nb.model import PRESETS, ModelConfig, TransformerLM
+
+SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=64)
+
+
+def make(name, causal=True, **overrides):
+    torch.manual_seed(0)
+    return TransformerLM(dataclasses.replace(SMALL, pos_encoding=name, causal=causal, **overrides)).eval()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", list(ENCODINGS))
+def test_fused_and_explicit_paths_agree(name, causal):
+    model = make(name, causal)
+    idx = torch.randint(0, SMALL.vocab_size, (3, 40))
+    with torch.no_grad():
+        fused = model(idx, output_hidden_states=True)
+        explicit = model(idx, output_hidden_states=True, output_attentions=True)
+    torch.testing.assert_close(fused.logits, explicit.logits, atol=1e-5, rtol=1e-5)
+    for a, b in zip(fused.hidden_states, explicit.hidden_states):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    assert len(explicit.attentions) == SMALL.n_layer
+    assert explicit.attentions[0].shape == (3, SMALL.n_head, 40, 40)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_alibi_query_blocks_match_the_explicit_path(causal):
+    model = make("alibi", causal)
+    idx = torch.randint(0, SMALL.vocab_size, (1, 1300))  # blocks of 1024 + 276 queries
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx).logits, model(idx, output_attentions=True).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_alibi_bias_is_one_line_per_head():
+    bias = get_encoding("alibi", 32, 4, 64).attn_bias(50, True, torch.float32, "cpu")
+    assert bias.shape == (1, 4, 50, 50)  # not expanded over the batch
+    assert bias.untyped_storage().nbytes() == 4 * 99 * 4  # a view of 2T - 1 values per head
+
+
+@pytest.mark.parametrize("name", list(ENCODINGS))
+def test_causal_model_ignores_the_future(name):
+    idx = torch.randint(0, SMALL.vocab_size, (1, 30))
+    changed = idx.clone()
+    changed[0, 20:] = (changed[0, 20:] + 1) % SMALL.vocab_size
+    for causal in (True, False):
+        model = make(name, causal)
+        with torch.no_grad():
+            before, after = model(idx).logits[:, :20], model(changed).logits[:, :20]
+        assert torch.allclose(before, after, atol=1e-6) == causal, f"{name}, causal={causal}"
+
+
+@pytest.mark.parametrize("name", list(ENCODINGS))
+def test_bfloat16_autocast(name):
+    model = make(name)
+    idx = torch.randint(0, SMALL.vocab_size, (2, 48))
+    with torch.no_grad():
+        reference = model(idx).logits
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = model(idx).logits
+    assert low.dtype == torch.bfloat16
+    assert (low.float() - reference).abs().max() < 0.05
+
+
+@pytest.mark.parametrize("name", list(ENCODINGS))
+def test_checkpoint_round_trip(name, tmp_path):
+    model = make(name)
+    torch.save({"config": dataclasses.asdict(model.config), "state": model.state_dict()}, tmp_path / "model.pt")
+    saved = torch.load(tmp_path / "model.pt")
+    restored = TransformerLM(ModelConfig(**saved["config"])).eval()
+    restored.load_state_dict(saved["state"])
+    idx = torch.randint(0, SMALL.vocab_size, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(restored(idx).logits, model(idx).logits)
+    position_keys = [k for k in saved["state"] if k.startswith("pos.")]
+    assert position_keys == (["pos.table.weight"] if name == "learned" else [])  # caches are not saved
+
+
+@pytest.mark.parametrize("name", ["rope", "sinusoidal", "alibi"])
+def test_caches_grow_without_changing_short_inputs(name):
+    model = make(name)
+    idx = torch.randint(0, SMALL.vocab_size, (1, 20))
+    with torch.no_grad():
+        before = model(idx).logits
+        model(torch.randint(0, SMALL.vocab_size, (1, 5 * SMALL.max_len)))
+        torch.testing.assert_close(model(idx).logits, before)
+
+
+def test_dropout_only_in_training():
+    model = make("rope", dropout=0.5)
+    idx = torch.randint(0, SMALL.vocab_size, (2, 16))
+    with torch.no_grad():
+        torch.testing.assert_close(model(idx).logits, model(idx).logits)
+        model.train()
+        assert not torch.allclose(model(idx).logits, model(idx).logits)
+
+
+def test_learned_refuses_long_inputs_with_both_lengths():
+    model = make("learned")
+    with pytest.raises(ValueError, match="max_len=64 positions but the input has 65"):
+        model(torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_training_reduces_loss():
+    model = make("alibi").train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    batch = torch.arange(33).repeat(8, 1) % SMALL.vocab_size  # a fixed, learnable sequence
+    losses = []
+    for _ in range(30):
+        loss = F.cross_entropy(model(batch[:, :-1]).logits.flatten(0, 1), batch[:, 1:].flatten())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+@pytest.mark.parametrize("preset", list(PRESETS))
+def test_presets_build(preset):
+    with torch.device("meta"):
+        model = TransformerLM(ModelConfig.from_preset(preset, pos_encoding="learned"))
+    cfg = model.config
+    assert model.num_params() > 12 * cfg.n_layer * cfg.d_model**2  # at least the blocks' weights
+
+
+def test_cpu_presets_increase_in_size():
+    sizes = [TransformerLM(ModelConfig.from_preset(p)).num_params() for p in ("cpu-tiny", "cpu-small", "cpu-base")]
+    assert sizes == sorted(sizes) and len(set(sizes)) == 3
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(n_head=0), "n_head must be a positive integer"),
+        (dict(vocab_size=True), "vocab_size must be a positive integer"),
+        (dict(d_model=30, n_head=4), "not divisible by n_head=4"),
+        (dict(pos_encoding="ROPE"), "choose one of nopos, learned, sinusoidal, rope, alibi"),
+        (dict(dropout=-0.1), "dropout must be in [0, 1)"),
+    ],
+)
+def test_bad_configs(kwargs, message):
+    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+        dataclasses.replace(SMALL, **kwargs)
+
+
+def test_rope_needs_an_even_head_dim():
+    with pytest.raises(ValueError, match="must be even"):
+        TransformerLM(dataclasses.replace(SMALL, d_model=36, n_head=4, pos_encoding="rope"))
+
+
+def test_bad_inputs():
+    model = make("nopos")
+    with pytest.raises(ValueError, match="integer tensor"):
+        model(torch.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"must lie in \[0, 97\)"):
+        model(torch.tensor([[-1, 3]]))

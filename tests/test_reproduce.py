@@ -1,0 +1,183 @@
+"""End to end: the `smoke` profile through papermill, the driver's failure modes, and the experiment notebooks' hygiene."""
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbdev.frontmatter import FrontmatterProc
+from nbdev.process import NBProcessor
+
+from posenc_nb.probe import random_mad
+from posenc_nb.reproduce import PROFILES, REPO_ROOT, declared_defaults, experiment_notebooks, notebook_parameters
+
+CLI = [sys.executable, "-c", "from posenc_nb.reproduce import main; main()"]
+SMOKE = PROFILES["smoke"]
+ENCODINGS = SMOKE["encodings"]
+
+# Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
+FIGURES = ["extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
+           "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order"]
+TABLES = {
+    "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
+    "attention_heatmaps": ["attention", "text", "query_token", "key_token", "weight"],
+    "attention_permutation_gap": ["encoding", "attention", "permutation_gap"],
+    "table1_corpora": ["corpus", "encoding", "seed", "perplexity"],
+    "table2_model_sizes": ["variant", "n_params", "encoding", "seed", "perplexity"],
+    "table3_train_lengths": ["seq_len", "encoding", "seed", "perplexity"],
+    "probe_mad": ["encoding", "layer", "mad", "random_mad"],
+    "probe_predictions": ["position", "mean", "lower", "upper", "example"],
+    "mlm_control": ["encoding", "objective", "perplexity"],
+    "loss_by_position": ["encoding", "bucket", "loss"],
+    "word_order": ["encoding", "target_index", "loss_intact", "loss_shuffled"],
+}
+
+
+def run_cli(*args, runs_dir: Path, timeout=900) -> subprocess.CompletedProcess:
+    "posenc-reproduce in a fresh process, its models and executed notebooks under `runs_dir`."
+    env = dict(os.environ, POSENC_RUNS_DIR=str(runs_dir))
+    return subprocess.run([*CLI, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    "The whole smoke profile, once, from an empty runs folder: (completed process, figures folder, runs folder, seconds)."
+    root = tmp_path_factory.mktemp("smoke")
+    start = time.time()
+    done = run_cli("--profile", "smoke", "--out", str(root / "figures"), runs_dir=root / "runs")
+    return done, root / "figures", root / "runs", time.time() - start
+
+
+def test_smoke_runs_every_notebook(smoke):
+    done, _, runs, seconds = smoke
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = [p.stem for p in experiment_notebooks()]
+    progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
+    assert [line.split("] ")[1].split(":")[0] for line in progress] == names  # one line per notebook, in order
+    assert all(" s (total " in line for line in progress)
+    print(f"smoke profile: {len(names)} notebooks in {seconds:.0f} s")
+    for name in names:  # the executed copies hold no error
+        executed = nbformat.read(runs / "notebooks" / "smoke" / f"{name}.ipynb", as_version=4)
+        errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+        assert not errors, f"{name}: {errors[0]['ename']}: {errors[0]['evalue']}"
+
+
+def test_smoke_writes_every_figure_and_table(smoke):
+    _, figures, _, _ = smoke
+    for name in FIGURES:
+        png, svg = figures / f"{name}.png", figures / f"{name}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5_000, name
+        assert svg.read_text().lstrip().startswith("<?xml") and "<svg" in svg.read_text(), name
+    for name, columns in TABLES.items():
+        table = pd.read_csv(figures / f"{name}.csv")
+        assert len(table) > 0, f"{name}.csv is empty"
+        assert set(columns) <= set(table.columns), f"{name}.csv lacks {set(columns) - set(table.columns)}"
+        assert table[columns].notna().any().all(), f"{name}.csv has a column with no value"
+
+
+def test_smoke_tables_cover_what_the_profile_asks(smoke):
+    _, figures, _, _ = smoke
+    train_len = SMOKE["train_settings"]["seq_len"]
+    ext = pd.read_csv(figures / "extrapolation.csv")
+    assert set(ext.encoding) == set(ENCODINGS) and set(ext.protocol) == {"nonoverlapping", "sliding"}
+    assert set(ext.context_length) == set(SMOKE["eval_lengths"])
+    learned = ext[ext.encoding == "learned"]
+    assert learned[learned.context_length > train_len].perplexity.isna().all()  # not applicable, not faked
+    assert learned[learned.context_length <= train_len].perplexity.notna().all()
+    assert ext[ext.encoding != "learned"].perplexity.notna().all()
+
+    assert set(pd.read_csv(figures / "table1_corpora.csv").corpus) == set(SMOKE["corpora"])
+    assert set(pd.read_csv(figures / "table2_model_sizes.csv").variant) == set(SMOKE["model_sizes"])
+    assert set(pd.read_csv(figures / "table3_train_lengths.csv").seq_len) == set(SMOKE["train_lengths"])
+
+    probe = pd.read_csv(figures / "probe_mad.csv")
+    n_layer = SMOKE["train_settings"]["n_layer"]
+    assert set(probe.layer) == set(range(n_layer + 1)) and set(probe.encoding) == set(ENCODINGS)
+    assert probe.random_mad.round(6).eq(round(random_mad(train_len), 6)).all()
+
+    mlm = pd.read_csv(figures / "mlm_control.csv")
+    assert {(e, o) for e, o in zip(mlm.encoding, mlm.objective)} == {(e, o) for e in SMOKE["mlm_encodings"] for o in ("clm", "mlm")}
+
+    gaps = pd.read_csv(figures / "attention_permutation_gap.csv").set_index("attention").permutation_gap
+    assert gaps["bidirectional"] < 1e-4 < gaps["causal"]  # the causal mask, not positions, tells the orders apart
+
+
+def test_smoke_reuses_trained_models(smoke):
+    "The notebooks after the first retrain nothing they share: one run folder per distinct config."
+    _, _, runs, _ = smoke
+    s = SMOKE
+    distinct = (len(ENCODINGS) + len(s["mlm_encodings"])  # the base models and the masked LMs
+                + (len(s["corpora"]) - 1) * len(s["table_encodings"])  # the other corpora
+                + (len(s["model_sizes"]) - 1) * len(s["table_encodings"])  # the other sizes
+                + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]))  # the other lengths
+    assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
+
+
+def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
+    "A notebook failing part-way: exit status 1, the notebook, the cell and the error on stderr, later notebooks not run."
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    for name, source in [("01_first", "written = Path(out_dir, 'first.txt').write_text('ok')"),
+                         ("02_broken", "corpus_tokens = len(corpus) // 0"),
+                         ("03_never", "Path(out_dir, 'never.txt').write_text('ran')")]:
+        nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
+        nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."\ncorpus = "shakespeare"', metadata={"tags": ["parameters"]}),
+                    nbformat.v4.new_code_cell("from pathlib import Path\nPath(out_dir).mkdir(parents=True, exist_ok=True)"),
+                    nbformat.v4.new_code_cell(source)]
+        nbformat.write(nb, experiments / f"{name}.ipynb")
+    out = tmp_path / "figures"
+    done = run_cli("--profile", "smoke", "--out", str(out), "--experiments-dir", str(experiments), runs_dir=tmp_path / "runs")
+    assert done.returncode == 1
+    assert "02_broken failed at cell 3 (`corpus_tokens = len(corpus) // 0`): ZeroDivisionError" in done.stderr
+    assert str(tmp_path / "runs" / "notebooks" / "smoke" / "02_broken.ipynb") in done.stderr  # where the traceback is
+    assert (out / "first.txt").exists() and not (out / "never.txt").exists()
+
+
+def test_real_notebook_failing_part_way(tmp_path):
+    "A real experiment notebook given a corpus that does not exist fails in its first working cell, and says so."
+    done = run_cli("--profile", "smoke", "--only", "08", "--set", "corpus=no-such-corpus", "--out", str(tmp_path / "f"),
+                   runs_dir=tmp_path / "runs")
+    assert done.returncode == 1
+    assert "08_appendix failed at cell 3 (`from pathlib import Path`)" in done.stderr
+    assert "no-such-corpus" in done.stderr
+
+
+@pytest.mark.parametrize("args, status, message", [
+    (["--profile", "laptop"], 2, "invalid choice: 'laptop'"),
+    (["--only", "99_nothing"], 1, "No experiment notebook named '99_nothing'; choose from ['01_extrapolation'"),
+    (["--set", "seeds"], 2, "expected KEY=VALUE, got 'seeds'"),
+])
+def test_cli_bad_input(tmp_path, args, status, message):
+    done = run_cli(*args, runs_dir=tmp_path / "runs", timeout=120)
+    assert done.returncode == status and message in done.stderr, done.stderr
+
+
+def test_parameters_cells_hold_the_cpu_profile():
+    "Opened in JupyterLab, every experiment notebook runs the main job; and every profile sets each parameter it declares."
+    cpu = dict(PROFILES["cpu"], profile="cpu", out_dir="../../figures")
+    for notebook in experiment_notebooks():
+        defaults = declared_defaults(notebook)
+        assert defaults == {k: cpu[k] for k in defaults}, notebook.name
+        for profile, params in PROFILES.items():
+            notebook_parameters(notebook, dict(params, profile=profile, out_dir="."))
+
+
+def test_nbdev_skips_the_experiment_notebooks():
+    "Their front matter says skip_exec, so nbdev_test never runs them at full size."
+    for notebook in experiment_notebooks():
+        frontmatter = NBProcessor(notebook, procs=FrontmatterProc, process=True).nb.frontmatter_
+        assert frontmatter.get("skip_exec") is True, notebook.name
+
+
+def test_no_tracked_notebook_carries_run_metadata():
+    "Executed copies live under runs/; the notebooks in nbs/ stay clean of papermill's metadata and outputs."
+    for notebook in sorted((REPO_ROOT / "nbs").rglob("*.ipynb")):
+        nb = json.loads(notebook.read_text())
+        assert "papermill" not in nb["metadata"], notebook
+        assert not any("papermill" in c.get("metadata", {}) for c in nb["cells"]), notebook
+    for notebook in experiment_notebooks():
+        assert not any(c.get("outputs") for c in nbformat.read(notebook, as_version=4).cells), notebook

@@ -1,0 +1,212 @@
+"""End-to-end tests of `posenc-train`: the command, exact resume after SIGKILL, damaged and foreign checkpoints, divergence,
+bad configs, and 2-process DDP against 1 process. Models are tiny so that the file runs in well under 3 minutes."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from posenc_nb.train import CheckpointError, TrainConfig, Trainer, TrainingDiverged, read_meta, read_metrics, train
+
+POSENC_TRAIN = Path(sys.executable).parent / "posenc-train"
+TINY = dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, seq_len=32, batch_size=8, lr=3e-3, min_lr=3e-4,
+            warmup_steps=2, max_steps=12, eval_interval=4, eval_batches=1, log_interval=1, checkpoint_interval=3)
+
+
+@pytest.fixture(autouse=True)
+def runs_root(tmp_path, monkeypatch):
+    "Runs go to a scratch folder; one thread per process (and for the commands), steadier on a shared 2-core machine."
+    monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield tmp_path / "runs"
+    torch.set_num_threads(threads)
+
+
+def write_config(path: Path, **keys) -> Path:
+    path.write_text(yaml.safe_dump({**TINY, **keys}))
+    return path
+
+
+def posenc_train(*args, check=True, launcher=()) -> subprocess.CompletedProcess:
+    assert POSENC_TRAIN.exists(), "install the package first: pip install -e ."
+    done = subprocess.run([*launcher, str(POSENC_TRAIN), *map(str, args), "--no-progress"], capture_output=True,
+                          text=True, timeout=240)
+    if check and done.returncode:
+        raise AssertionError(f"posenc-train failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done
+
+
+def weights(out_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(out_dir / read_meta(out_dir)["files"]["model"])
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def assert_same_log(a: pd.DataFrame, b: pd.DataFrame):
+    "The same metrics, exactly, apart from the measured speed."
+    pd.testing.assert_frame_equal(a.drop(columns="tokens_per_s"), b.drop(columns="tokens_per_s"), check_exact=True)
+
+
+def test_command_trains_then_says_finished(tmp_path):
+    config = write_config(tmp_path / "run.yaml", pos_encoding="alibi")
+    out = tmp_path / "run"
+    posenc_train("--config", config, "--out", out, "--max_steps", "6", "--lr", "2e-3")
+    metrics = read_metrics(out)
+    assert list(metrics.step) == [1, 2, 3, 4, 5, 6]
+    assert {"step", "tokens", "train_loss", "lr", "val_loss", "tokens_per_s"} <= set(metrics.columns)
+    assert metrics.dropna(subset=["val_loss"]).step.tolist() == [4, 6]
+    assert metrics.tokens.iloc[-1] == 6 * TINY["batch_size"] * TINY["seq_len"]
+    meta = read_meta(out)
+    assert meta["finished"] and meta["config"]["lr"] == 2e-3 and meta["config"]["max_steps"] == 6
+
+    before = snapshot(out)
+    again = posenc_train("--config", config, "--out", out, "--max_steps", "6", "--lr", "2e-3")
+    assert "finished training (6 steps)" in again.stdout
+    assert snapshot(out) == before
+
+
+def test_resume_after_sigkill_is_exact(tmp_path):
+    config = write_config(tmp_path / "run.yaml", max_steps=60, checkpoint_interval=5, eval_interval=20, dropout=0.1)
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    posenc_train("--config", config, "--out", whole)
+
+    proc = subprocess.Popen([str(POSENC_TRAIN), "--config", str(config), "--out", str(killed), "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        if (killed / "meta.json").exists():
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.002)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    stopped_at = read_meta(killed)["step"]
+    assert 0 < stopped_at < 60
+
+    resumed = posenc_train("--config", config, "--out", killed)
+    assert f"resuming from step {stopped_at}" in resumed.stdout
+    assert read_meta(killed)["finished"]
+    whole_weights, killed_weights = weights(whole), weights(killed)
+    assert all(torch.equal(whole_weights[k], killed_weights[k]) for k in whole_weights)
+    log_whole, log_killed = read_metrics(whole), read_metrics(killed)
+    assert list(log_killed.step) == list(range(1, 61))  # no duplicates, no gaps
+    assert_same_log(log_killed, log_whole)
+
+
+def truncate_half(path: Path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def partial_run(out: Path, steps: int = 3, **keys) -> TrainConfig:
+    cfg = TrainConfig(**{**TINY, **keys})
+    trainer = Trainer(cfg, out, progress=False)
+    trainer.fit(steps)
+    trainer.close()
+    return cfg
+
+
+@pytest.mark.parametrize("damaged", ["meta.json", "model", "optimizer"])
+def test_damaged_checkpoint_is_reported_and_left_alone(tmp_path, damaged):
+    out = tmp_path / "run"
+    cfg = partial_run(out)
+    path = out / (damaged if damaged == "meta.json" else read_meta(out)["files"][damaged])
+    truncate_half(path)
+    before = snapshot(out)
+    with pytest.raises(CheckpointError, match=str(path).replace(".", r"\.")) as error:
+        train(cfg, out, progress=False)
+    assert "--force" in str(error.value)
+    assert snapshot(out) == before
+
+
+def test_command_reports_damaged_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    partial_run(out)
+    name = read_meta(out)["files"]["model"]
+    truncate_half(out / name)
+    before = snapshot(out)
+    failed = posenc_train("--config", write_config(tmp_path / "run.yaml"), "--out", out, check=False)
+    assert failed.returncode == 1 and f"cannot load weights from {out / name}" in failed.stderr
+    assert snapshot(out) == before
+
+
+def test_other_config_is_refused_then_force_retrains(tmp_path):
+    out = tmp_path / "run"
+    partial_run(out)
+    before = snapshot(out)
+    other = TrainConfig(**{**TINY, "pos_encoding": "rope", "seed": 1})
+    with pytest.raises(CheckpointError) as error:
+        train(other, out, progress=False)
+    message = str(error.value)
+    assert "pos_encoding: 'nopos' in the checkpoint, 'rope' now" in message and "seed: 0 in the checkpoint, 1 now" in message
+    assert "--force" in message and "another --out" in message
+    assert snapshot(out) == before
+
+    run = train(other, out, force=True, progress=False)
+    assert run.finished and read_meta(out)["config"]["pos_encoding"] == "rope"
+    assert read_metrics(out).step.tolist() == list(range(1, TINY["max_steps"] + 1))
+
+
+def test_finished_run_is_reused(runs_root):
+    cfg = TrainConfig(**TINY)
+    first = train(cfg, progress=False)
+    before = snapshot(first.out_dir)
+    second = train(cfg, progress=False)
+    assert second.out_dir == first.out_dir and first.out_dir.parent == runs_root
+    assert snapshot(second.out_dir) == before
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
+
+
+def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    cfg = TrainConfig(**{**TINY, "lr": 1e4, "warmup_steps": 0, "grad_clip": 0.0, "checkpoint_interval": 1})
+    with pytest.raises(TrainingDiverged, match="training loss is (nan|inf)") as error:
+        train(cfg, out, progress=False)
+    meta = read_meta(out)
+    assert f"its last checkpoint (step {meta['step']})" in str(error.value)
+    assert 0 < meta["step"] < cfg.max_steps and not meta["finished"]
+    assert all(torch.isfinite(w).all() for w in weights(out).values())
+    assert read_metrics(out).step.max() == meta["step"]
+
+
+def test_bad_config_lists_every_problem(tmp_path):
+    config = write_config(tmp_path / "run.yaml", lrr=1e-3, batch_size="eight", dropout=1.5, grad_accum=3, seq_len=64,
+                          max_len=32)
+    out = tmp_path / "run"
+    failed = posenc_train("--config", config, "--out", out, "--pos_encoding", "rotary", "--n_head", "3", check=False)
+    assert failed.returncode == 2
+    for problem in ["unknown key 'lrr' (did you mean 'lr'?)", "batch_size: expected an integer, got 'eight'",
+                    "dropout: must lie in [0, 1), got 1.5", "max_len 32 is shorter than seq_len 64",
+                    "pos_encoding: unknown 'rotary'"]:
+        assert problem in failed.stderr, problem
+    assert "(5 problems)" in failed.stderr
+    assert not out.exists()
+
+    odd = posenc_train("--config", write_config(tmp_path / "odd.yaml", batch_size=9, grad_accum=2), "--out", out, check=False)
+    assert odd.returncode == 2 and "batch_size 9 does not split into grad_accum 2" in odd.stderr
+
+
+@pytest.mark.parametrize("objective", ["clm", "mlm"])
+def test_two_gloo_processes_match_one(tmp_path, objective):
+    config = write_config(tmp_path / "run.yaml", objective=objective, max_steps=6, eval_interval=3, device="cpu")
+    one, two = tmp_path / "one", tmp_path / "two"
+    posenc_train("--config", config, "--out", one)
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    posenc_train("--config", config, "--out", two, "--grad_accum", "2", launcher=torchrun)  # 2 x 2 micro-batches of 2
+    assert sorted(p.name for p in two.iterdir()) == sorted(p.name for p in one.iterdir())  # rank 0 alone wrote
+    a, b = weights(one), weights(two)
+    assert max((a[k] - b[k]).abs().max().item() for k in a) < 1e-5
+    log_one, log_two = read_metrics(one), read_metrics(two)
+    assert (log_one.train_loss - log_two.train_loss).abs().max() < 1e-5
+    assert (log_one.val_loss - log_two.val_loss).abs().max() < 1e-5
