@@ -98,17 +98,20 @@ def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
 # %% ../nbs/00_encodings.ipynb #8474e523
 @register("sinusoidal")
 class Sinusoidal(PositionalEncoding):
-    "The fixed sine/cosine table added to the token embeddings; any length works."
+    """The fixed sine/cosine table added to the token embeddings; any length works. As in the original Transformer, the
+    embeddings are first scaled by sqrt(d_model): the table's entries are of size 1 while embeddings start near 0.02, and
+    unscaled they would drown the tokens in position."""
 
     def __init__(self, d_model: int, n_head: int, max_len: int):
         super().__init__(d_model, n_head, max_len)
+        self.scale = math.sqrt(d_model)
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def embed(self, x):
         T = x.shape[1]
         if T > len(self.table):
             self.table = sinusoidal_table(2 ** math.ceil(math.log2(T)), self.d_model).to(self.table.device)
-        return x + self.table[:T].to(x.dtype)
+        return x * self.scale + self.table[:T].to(x.dtype)
 
 # %% ../nbs/00_encodings.ipynb #da7ce676
 @register("rope")

@@ -11,7 +11,6 @@ import math
 import os
 import re
 import sys
-import tempfile
 import time
 import typing
 from contextlib import nullcontext
@@ -42,7 +41,7 @@ __all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'IGNORE', 'ConfigError
            'runs_dir', 'run_dir', 'lr_at', 'make_optimizer', 'derived_seed', 'mask_for_mlm', 'lm_batch',
            'CheckpointError', 'save_checkpoint', 'read_meta', 'check_same_config', 'load_weights', 'load_optimizer',
            'truncate_metrics', 'read_metrics', 'TrainingDiverged', 'Trainer', 'Run', 'load_run', 'train', 'plot_runs',
-           'main', 'train_flops_per_token', 'matmul_peak_flops', 'measure_throughput', 'measure_overhead']
+           'main']
 
 # %% ../nbs/03_train.ipynb #1d60c3fb
 class ConfigError(ValueError):
@@ -744,87 +743,3 @@ def main(argv: list[str] | None = None) -> int:
     if int(os.environ.get("RANK", 0)) == 0:
         print(f"{run.out_dir}: step {run.step}, metrics in {run.out_dir / 'metrics.jsonl'}")
     return 0
-
-# %% ../nbs/03_train.ipynb #919c2ded
-def train_flops_per_token(model: TransformerLM, seq_len: int) -> float:
-    "Training FLOPs per token: 6 x matmul parameters (forward and backward) + 12 x n_layer x d_model x seq_len (attention)."
-    linear = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
-    tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
-    n_matmul = sum(p.numel() for p in model.parameters() if id(p) not in tables or id(p) in linear)
-    c = model.config
-    return 6 * n_matmul + 12 * c.n_layer * c.d_model * seq_len
-
-
-def _seconds(fn, device: torch.device) -> float:
-    "Wall-clock seconds of `fn()`, including the GPU work it queued."
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    fn()
-    sync()
-    return time.perf_counter() - start
-
-
-def matmul_peak_flops(device: str | torch.device = "cpu", n: int = 2048, repeats: int = 5,
-                      dtype: torch.dtype = torch.float32) -> float:
-    "FLOP/s of the fastest of `repeats` n x n matmuls (after a warm-up one): the practical peak MFU is measured against."
-    device = torch.device(device)
-    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
-    _seconds(lambda: a @ b, device)
-    return 2 * n**3 / min(_seconds(lambda: a @ b, device) for _ in range(repeats))
-
-
-def _timing_config(cfg: TrainConfig, max_steps: int, **keys) -> TrainConfig:
-    "`cfg` cut to `max_steps` steps, with no evaluation or checkpoint on the way (the last step never comes)."
-    return replace(cfg, max_steps=max_steps, warmup_steps=min(cfg.warmup_steps, max_steps), eval_interval=10**9,
-                   checkpoint_interval=10**9, **keys)
-
-
-def measure_throughput(cfg: TrainConfig, steps: int = 10) -> dict:
-    "Training tokens/s and MFU of `cfg`'s model and batch on its device, after one warm-up step (in a throwaway folder)."
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(_timing_config(cfg, steps + 2), tmp, progress=False)
-        trainer.fit(1)
-        seconds = _seconds(lambda: trainer.fit(steps), trainer.device)
-        trainer.close()
-    tokens_per_s = steps * cfg.batch_size * cfg.seq_len / seconds
-    dtype = torch.bfloat16 if isinstance(trainer.autocast, torch.autocast) else torch.float32
-    peak = matmul_peak_flops(trainer.device, n=8192 if trainer.device.type == "cuda" else 2048, dtype=dtype)
-    flops = train_flops_per_token(trainer.model, cfg.seq_len) * tokens_per_s
-    return dict(model=cfg.model, params=trainer.model.num_params(), device=str(trainer.device), dtype=str(dtype),
-                tokens_per_s=tokens_per_s, model_tflops=flops / 1e12, peak_tflops=peak / 1e12, mfu=flops / peak)
-
-
-def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict:
-    """Seconds per step of the trainer's loop (a metrics line and a progress-bar update every step) and of a bare loop
-    over the same model and batches. Blocks of `steps` steps of each alternate, `rounds` pairs after a warm-up pair, the
-    order flipping every round; the overhead is the median over pairs of trainer time / bare time - 1, so that changes
-    in machine load between pairs cancel out. Measured in wall-clock time and, steadier on a shared machine, in the
-    process's CPU time (which on a GPU counts the host's work only)."""
-    cfg = _timing_config(cfg, steps * (rounds + 1) + 1, log_interval=1)
-    with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(cfg, tmp, progress=True)
-        model, optimizer = trainer.model, trainer.optimizer
-        batches = [lm_batch(trainer.train_tokens, cfg, s) for s in range(steps)]
-
-        def bare_loop():
-            for inputs, targets, n_scored in batches:
-                (trainer._loss_sum(model, inputs, targets) / n_scored).backward()
-                if cfg.grad_clip: nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-
-        loops = {"trainer": lambda: trainer.fit(steps), "bare": bare_loop}
-        timings = {clock: {"trainer": [], "bare": []} for clock in ("wall", "cpu")}
-        for pair in range(rounds + 1):
-            for name in sorted(loops, reverse=pair % 2 == 1):
-                cpu = time.process_time()
-                wall = _seconds(loops[name], trainer.device)
-                if pair:
-                    timings["wall"][name].append(wall / steps)
-                    timings["cpu"][name].append((time.process_time() - cpu) / steps)
-        trainer.close()
-    overhead = {clock: 100 * (np.median(np.divide(t["trainer"], t["bare"])) - 1) for clock, t in timings.items()}
-    return dict(trainer_s_per_step=float(np.median(timings["wall"]["trainer"])),
-                bare_s_per_step=float(np.median(timings["wall"]["bare"])), overhead_pct=float(overhead["wall"]),
-                cpu_overhead_pct=float(overhead["cpu"]), timings=timings)

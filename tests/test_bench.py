@@ -1,4 +1,4 @@
-"The posenc-bench command line: bad arguments and a tiny end-to-end run."
+"The posenc-bench command line: bad arguments and tiny end-to-end runs of its sections."
 import subprocess
 import sys
 
@@ -7,21 +7,37 @@ import pytest
 from posenc_nb.bench import main
 
 
-def test_unknown_encoding_is_refused(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["--encodings", "t5"])
-    assert exit_info.value.code == 2
-    assert "invalid choice: 't5'" in capsys.readouterr().err
-
-
-def test_tiny_run_writes_the_report(tmp_path):
-    out = tmp_path / "bench.md"
-    args = ["--preset", "cpu-tiny", "--batch-size", "2", "--seq-len", "16", "--steps", "1", "--lengths", "16", "32",
-            "--repeats", "1", "--encodings", "nopos", "learned", "alibi", "--out", str(out)]
+def posenc_bench(*args: str) -> str:
+    "The report of a `posenc-bench` run (in its own process, as users run it), after checking it printed what it wrote."
+    out = args[args.index("--out") + 1]
     done = subprocess.run([sys.executable, "-c", "from posenc_nb.bench import main; main()", *args],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    report = out.read_text()
+    report = open(out).read()
     assert report.strip() == done.stdout.strip()
+    return report
+
+
+@pytest.mark.parametrize("flag, value", [("--encodings", "t5"), ("--sections", "speed"), ("--train-preset", "tiny")])
+def test_unknown_choice_is_refused(capsys, flag, value):
+    with pytest.raises(SystemExit) as exit_info:
+        main([flag, value])
+    assert exit_info.value.code == 2
+    assert f"invalid choice: '{value}'" in capsys.readouterr().err
+
+
+def test_tiny_run_writes_the_report(tmp_path):
+    report = posenc_bench("--sections", "train", "eval", "--preset", "cpu-tiny", "--batch-size", "2", "--seq-len", "16",
+                          "--steps", "1", "--lengths", "16", "32", "--repeats", "1", "--encodings", "nopos", "learned",
+                          "alibi", "--out", str(tmp_path / "bench.md"))
     assert "| 32 | alibi |" in report and "| 32 | learned |" not in report  # learned stops at its max_len
     assert "training step within 10% of NoPos" in report and "ALiBi at T=32 within 2x NoPos" in report
+    assert "### Trainer" not in report and "trainer bookkeeping" not in report  # a section not asked for
+
+
+def test_trainer_section_alone(tmp_path):
+    report = posenc_bench("--sections", "trainer", "--train-preset", "smoke", "--steps", "2", "--rounds", "2",
+                          "--out", str(tmp_path / "bench.md"))
+    assert "### Trainer on the smoke preset" in report and "| smoke | cpu-tiny |" in report
+    assert "trainer bookkeeping under 5% of a step" in report
+    assert "### Training step per encoding" not in report and "### Forward pass" not in report
