@@ -112,6 +112,7 @@ PROFILES = {
         eval_lengths=[16, 32, 64],
         eval_tokens=512,
         sliding_stride=None,
+        probe_settings={},
         probe_steps=5,
         probe_sequences=8,
         probe_eval_sequences=4,
@@ -135,12 +136,14 @@ PROFILES = {
         eval_lengths=[32, 64, 128, 256, 512, 1024, 2048],
         eval_tokens=16384,
         sliding_stride=None,  # half the context: every scored token sees at least half a context of history
-        probe_steps=200,
-        probe_sequences=256,
+        probe_settings=dict(model="cpu-small"),  # probe the 4-layer models of Table 2: two layers show no trajectory
+        probe_steps=1000,
+        probe_sequences=512,
         probe_eval_sequences=100,
         word_order_samples=100,
         position_segments=8,
-        mlm_settings={},  # the masked LMs train exactly like the causal ones
+        # 4x the causal batch, as in the paper (1.024M against 256k tokens a batch): a masked LM learns from 15% of them
+        mlm_settings=dict(batch_size=64),
     ),
     "paper": dict(
         _COMMON,
@@ -155,6 +158,7 @@ PROFILES = {
         eval_lengths=[128, 256, 512, 1024, 2048, 4096, 8192],
         eval_tokens=None,
         sliding_stride=256,
+        probe_settings={},
         probe_steps=10_000,
         probe_sequences=1000,
         probe_eval_sequences=100,
