@@ -34,11 +34,11 @@ from tqdm import tqdm
 # %% auto #0
 __all__ = ['EOS', 'MASK', 'PAD', 'SPECIAL_TOKENS', 'EOS_ID', 'MASK_ID', 'PAD_ID', 'SPLITS', 'DEFAULT_VOCAB_SIZE',
            'OFFLINE_CORPORA', 'HUB_CORPORA', 'DATA_DIR', 'SOURCES', 'SHAKESPEARE_HELD_OUT', 'data_dir', 'file_lock',
-           'sha256_file', 'fetch_source', 'holdout_split', 'strip_gutenberg', 'shakespeare_documents',
-           'detokenize_brown', 'brown_documents', 'wikitext_articles', 'wikitext_documents', 'local_documents',
-           'corpus_key', 'load_corpus', 'train_tokenizer', 'read_tokenizer', 'tokenizer_path', 'load_tokenizer',
-           'encode_documents', 'tokens_path', 'load_tokens', 'document_lengths', 'corpus_stats', 'train_batch',
-           'eval_windows', 'main']
+           'sha256_file', 'atomic_write', 'write_json', 'fetch_source', 'holdout_split', 'strip_gutenberg',
+           'shakespeare_documents', 'detokenize_brown', 'brown_documents', 'wikitext_articles', 'wikitext_documents',
+           'local_documents', 'corpus_key', 'load_corpus', 'train_tokenizer', 'read_tokenizer', 'tokenizer_path',
+           'load_tokenizer', 'encode_documents', 'tokens_path', 'load_tokens', 'document_lengths', 'corpus_stats',
+           'train_batch', 'eval_windows', 'main']
 
 # %% ../nbs/02_data.ipynb #e46451a9
 EOS, MASK, PAD = "<|endoftext|>", "<mask>", "<pad>"
@@ -87,11 +87,21 @@ def _check_sha256(path: Path, expected: str, advice: str):
         raise RuntimeError(f"{path} has sha256 {found}, not the expected {expected}. {advice}")
 
 
-def _write_json(path: Path, payload: dict):
-    "Write JSON atomically: a reader sees the old file or the whole new one."
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(payload, indent=1))
-    os.replace(partial, path)
+def atomic_write(path: Path, write):
+    "Call `write(tmp)` for a temporary path beside `path`, flush it to disk, then rename it to `path`: a reader sees the old file or the whole new one."
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json(path: Path, obj):
+    "Write `obj` as JSON to `path` atomically."
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=1)))
 
 # %% ../nbs/02_data.ipynb #276dc4a7
 SOURCES = {
@@ -390,7 +400,7 @@ def _corpus_cache(corpus: str | Path) -> Path:
             with _datasets_bars_off():
                 DatasetDict({split: Dataset.from_dict(columns[split]) for split in SPLITS}).save_to_disk(str(partial))
             summary = {split: {"documents": len(c["text"]), "characters": sum(map(len, c["text"]))} for split, c in columns.items()}
-            _write_json(partial / _COMPLETE, {"corpus": str(corpus), "splits": summary})
+            write_json(partial / _COMPLETE, {"corpus": str(corpus), "splits": summary})
             os.replace(partial, root)
     return root
 
@@ -492,7 +502,7 @@ def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_
             partial = path.with_name(f"{split}.partial.npy")
             np.save(partial, array)
             os.replace(partial, path)
-            _write_json(sidecar, {"length": len(array), "dtype": str(array.dtype), "documents": documents.num_rows,
+            write_json(sidecar, {"length": len(array), "dtype": str(array.dtype), "documents": documents.num_rows,
                                   "sha256": sha256_file(path), "tokenizer_sha256": made_by})
         info = _read_sidecar(sidecar, advice)
         _check_sha256(path, info["sha256"], f"The token array is damaged. {advice}")

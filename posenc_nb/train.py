@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 import posenc_nb
-from .data import MASK_ID, PAD_ID, file_lock, load_tokenizer, load_tokens, train_batch
+from .data import MASK_ID, PAD_ID, atomic_write, file_lock, load_tokenizer, load_tokens, train_batch, write_json
 from .encodings import ENCODINGS
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig, TransformerLM
@@ -350,22 +350,6 @@ class CheckpointError(RuntimeError):
     "A run folder whose checkpoint cannot be used; the message says which file or key and what to do."
 
 
-def _atomic_write(path: Path, write):
-    "Call `write(tmp)` for a temporary path beside `path`, flush it to disk, then rename it to `path`."
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _write_json(path: Path, obj):
-    _atomic_write(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=1)))
-
-
 _RECOVER = "Nothing was changed. Restore the file, retrain with --force (train(..., force=True)), or choose another --out."
 
 
@@ -373,9 +357,9 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
                     tokens: int, finished: bool):
     "Write the checkpoint of `step` into `out_dir` (meta.json last), then delete older weight and optimizer files."
     files = dict(model=f"model-{step:07d}.safetensors", optimizer=f"optimizer-{step:07d}.pt")
-    _atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
-    _atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
-    _write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
+    atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
+    atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
+    write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
                                             finished=finished, files=files, torch_version=torch.__version__))
     for old in [*out_dir.glob("model-*.safetensors"), *out_dir.glob("optimizer-*.pt")]:
         if old.name not in files.values():
@@ -442,7 +426,7 @@ def truncate_metrics(path: Path, step: int):
     "Drop the lines of metrics file `path` logged after `step`."
     if path.exists():
         kept = [line for line in _metric_lines(path) if line["step"] <= step]
-        _atomic_write(path, lambda tmp: tmp.write_text("".join(json.dumps(line) + "\n" for line in kept)))
+        atomic_write(path, lambda tmp: tmp.write_text("".join(json.dumps(line) + "\n" for line in kept)))
 
 
 def read_metrics(out_dir: str | Path) -> pd.DataFrame:
