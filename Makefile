@@ -16,6 +16,9 @@ $(VENV)/.installed: settings.ini setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# nbdev_clean stores the kernel's display name as "python3": give the kernel that name, so JupyterLab opens a
+	# notebook without rewriting its metadata (and asking to save on close)
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name python3 >/dev/null
 	touch $@
 
 data: setup

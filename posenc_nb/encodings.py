@@ -109,9 +109,8 @@ class Sinusoidal(PositionalEncoding):
 
     def embed(self, x):
         T = x.shape[1]
-        if T > len(self.table):
-            self.table = sinusoidal_table(2 ** math.ceil(math.log2(T)), self.d_model).to(self.table.device)
-        return x * self.scale + self.table[:T].to(x.dtype)
+        table = self.table[:T] if T <= self.max_len else sinusoidal_table(T, self.d_model).to(x.device)  # not stored
+        return x * self.scale + table.to(x.dtype)
 
 # %% ../nbs/00_encodings.ipynb #da7ce676
 @register("rope")
@@ -126,20 +125,20 @@ class RoPE(PositionalEncoding):
         if head_dim % 2:
             raise ValueError(f"RoPE rotates dimension pairs, so head_dim = d_model / n_head must be even; got {head_dim}")
         self.register_buffer("inv_freq", self.base ** (-torch.arange(0, head_dim, 2).float() / head_dim), persistent=False)
-        self._cache_rotations(max_len)
+        self.register_buffer("rotations", self._rotations(max_len), persistent=False)
 
-    def _cache_rotations(self, length: int):
+    def _rotations(self, length: int) -> torch.Tensor:
+        "e^(i t theta_j) for positions t < `length`: complex, `(length, head_dim / 2)`."
         angle = torch.arange(length, device=self.inv_freq.device).float()[:, None] * self.inv_freq
-        self.register_buffer("rotations", torch.polar(torch.ones_like(angle), angle), persistent=False)  # e^(i t theta_j)
+        return torch.polar(torch.ones_like(angle), angle)
 
     def rotate(self, q, k):
         T = q.shape[-2]
-        if T > len(self.rotations):
-            self._cache_rotations(2 ** math.ceil(math.log2(T)))
+        rotations = self.rotations[:T] if T <= self.max_len else self._rotations(T)  # not stored
 
         def turn(x):
             pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # (..., T, head_dim / 2) complex
-            return torch.view_as_real(pairs * self.rotations[:T]).flatten(-2).type_as(x)
+            return torch.view_as_real(pairs * rotations).flatten(-2).type_as(x)
 
         return turn(q), turn(k)
 

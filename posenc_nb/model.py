@@ -10,13 +10,15 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from einops import rearrange
+from fastcore.basics import patch
 from torch import nn
 
 from .encodings import ENCODINGS, PositionalEncoding, get_encoding
 
 # %% auto #0
 __all__ = ['PRESETS', 'ModelConfig', 'fused_attention', 'explicit_attention', 'SelfAttention', 'MLP', 'Block', 'LMOutput',
-           'TransformerLM']
+           'TransformerLM', 'check_token_ids']
 
 # %% ../nbs/01_model.ipynb #926d5fe0
 @dataclass
@@ -110,18 +112,16 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x, pos: PositionalEncoding, bias, output_attentions: bool = False):
-        B, T, C = x.shape
-        q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
+        q, k, v = (rearrange(t, "b t (h d) -> b h t d", h=self.n_head) for t in self.qkv(x).chunk(3, dim=-1))
         q, k = pos.rotate(q, k)
         dropout_p = self.dropout if self.training else 0.0
         if output_attentions:
             y, probs = explicit_attention(q, k, v, bias, self.causal, dropout_p)
         else:
             y, probs = fused_attention(q, k, v, bias, self.causal, dropout_p), None
-        y = y.transpose(1, 2).reshape(B, T, C)
-        return self.resid_drop(self.proj(y)), probs
+        return self.resid_drop(self.proj(rearrange(y, "b h t d -> b t (h d)"))), probs
 
-
+# %% ../nbs/01_model.ipynb #a65480d6
 class MLP(nn.Module):
     "The position-wise feed-forward network: d -> 4d -> GELU -> d."
 
@@ -134,7 +134,7 @@ class MLP(nn.Module):
     def forward(self, x):
         return self.drop(self.proj(F.gelu(self.fc(x))))
 
-
+# %% ../nbs/01_model.ipynb #34be74a6
 class Block(nn.Module):
     "A pre-LayerNorm transformer block."
 
@@ -148,7 +148,7 @@ class Block(nn.Module):
         x = x + attended
         return x + self.mlp(self.ln_mlp(x)), probs
 
-# %% ../nbs/01_model.ipynb #00b7eacf
+# %% ../nbs/01_model.ipynb #c65a706b
 @dataclass
 class LMOutput:
     "What `TransformerLM` returns."
@@ -157,13 +157,7 @@ class LMOutput:
     hidden_states: tuple[torch.Tensor, ...] | None = None  # n_layer + 1 of (B, T, d_model): embedding output, then each block's
     attentions: tuple[torch.Tensor, ...] | None = None  # n_layer of (B, n_head, T, T) attention probabilities
 
-
-def _attention_dtype(x: torch.Tensor) -> torch.dtype:
-    "The dtype attention scores will have: autocast's, when it is on."
-    device = x.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
-
-
+# %% ../nbs/01_model.ipynb #00b7eacf
 class TransformerLM(nn.Module):
     "A decoder-only transformer language model with a pluggable positional encoding."
 
@@ -193,27 +187,41 @@ class TransformerLM(nn.Module):
         "Number of parameters, the tied embedding counted once."
         return sum(p.numel() for p in self.parameters())
 
-    def _check_input(self, idx: torch.Tensor):
-        if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
-        if idx.numel() and not 0 <= int(idx.min()) <= int(idx.max()) < self.config.vocab_size:
-            raise ValueError(
-                f"token ids must lie in [0, {self.config.vocab_size}) for vocab_size={self.config.vocab_size}, "
-                f"got ids from {int(idx.min())} to {int(idx.max())}; was the tokenizer built with the same vocabulary?"
-            )
+# %% ../nbs/01_model.ipynb #74654f2f
+def _attention_dtype(x: torch.Tensor) -> torch.dtype:
+    "The dtype attention scores will have: autocast's, when it is on."
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
 
-    def forward(self, idx: torch.Tensor, output_hidden_states: bool = False, output_attentions: bool = False) -> LMOutput:
-        self._check_input(idx)
-        T = idx.shape[1]
-        x = self.drop(self.pos.embed(self.tok_emb(idx)))
-        bias = self.pos.attn_bias(T, self.config.causal, _attention_dtype(x), x.device)
-        hidden_states, attentions = [x], []
-        for block in self.blocks:
-            x, probs = block(x, self.pos, bias, output_attentions)
-            hidden_states.append(x)
-            attentions.append(probs)
-        return LMOutput(
-            logits=self.lm_head(self.ln_f(x)),
-            hidden_states=tuple(hidden_states) if output_hidden_states else None,
-            attentions=tuple(attentions) if output_attentions else None,
+
+@patch
+def forward(
+    self: TransformerLM, idx: torch.Tensor, output_hidden_states: bool = False, output_attentions: bool = False
+) -> LMOutput:
+    "Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request."
+    if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
+        raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
+    x = self.drop(self.pos.embed(self.tok_emb(idx)))
+    bias = self.pos.attn_bias(idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
+    hidden_states, attentions = [x], []
+    for block in self.blocks:
+        x, probs = block(x, self.pos, bias, output_attentions)
+        hidden_states.append(x)
+        attentions.append(probs)
+    return LMOutput(
+        logits=self.lm_head(self.ln_f(x)),
+        hidden_states=tuple(hidden_states) if output_hidden_states else None,
+        attentions=tuple(attentions) if output_attentions else None,
+    )
+
+# %% ../nbs/01_model.ipynb #7fa9da70
+def check_token_ids(ids, vocab_size: int):
+    "Raise `ValueError` unless every id in `ids` (a torch tensor or numpy array) lies in `[0, vocab_size)`."
+    if math.prod(ids.shape) == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= vocab_size:
+        raise ValueError(
+            f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}, got ids from {lo} to {hi}; "
+            "was the tokenizer built with the same vocabulary?"
         )

@@ -5,8 +5,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posenc_nb.encodings import ENCODINGS, get_encoding
-from posenc_nb.model import PRESETS, ModelConfig, TransformerLM
+from posenc_nb.encodings import ENCODINGS
+from posenc_nb.model import PRESETS, ModelConfig, TransformerLM, check_token_ids
 
 SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=64)
 
@@ -31,18 +31,11 @@ def test_fused_and_explicit_paths_agree(name, causal):
     assert explicit.attentions[0].shape == (3, SMALL.n_head, 40, 40)
 
 
-@pytest.mark.parametrize("causal", [True, False])
-def test_alibi_query_blocks_match_the_explicit_path(causal):
-    model = make("alibi", causal)
+def test_bidirectional_alibi_query_blocks_match_the_explicit_path():  # the causal case is in 01_model
+    model = make("alibi", causal=False)
     idx = torch.randint(0, SMALL.vocab_size, (1, 1300))  # blocks of 1024 + 276 queries
     with torch.no_grad():
         torch.testing.assert_close(model(idx).logits, model(idx, output_attentions=True).logits, atol=1e-5, rtol=1e-5)
-
-
-def test_alibi_bias_is_one_line_per_head():
-    bias = get_encoding("alibi", 32, 4, 64).attn_bias(50, True, torch.float32, "cpu")
-    assert bias.shape == (1, 4, 50, 50)  # not expanded over the batch
-    assert bias.untyped_storage().nbytes() == 4 * 99 * 4  # a view of 2T - 1 values per head
 
 
 @pytest.mark.parametrize("name", list(ENCODINGS))
@@ -84,13 +77,19 @@ def test_checkpoint_round_trip(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", ["rope", "sinusoidal", "alibi"])
-def test_caches_grow_without_changing_short_inputs(name):
+def test_long_inputs_match_a_longer_cache_and_change_nothing(name):
     model = make(name)
+    buffers = dict(model.named_buffers())
     idx = torch.randint(0, SMALL.vocab_size, (1, 20))
+    long_idx = torch.randint(0, SMALL.vocab_size, (1, 5 * SMALL.max_len))
+    longer = TransformerLM(dataclasses.replace(model.config, max_len=5 * SMALL.max_len)).eval()
+    longer.load_state_dict(model.state_dict())
     with torch.no_grad():
         before = model(idx).logits
-        model(torch.randint(0, SMALL.vocab_size, (1, 5 * SMALL.max_len)))
-        torch.testing.assert_close(model(idx).logits, before)
+        torch.testing.assert_close(model(long_idx).logits, longer(long_idx).logits, atol=0, rtol=0)
+        torch.testing.assert_close(model(idx).logits, before, atol=0, rtol=0)
+    after = dict(model.named_buffers())
+    assert after.keys() == buffers.keys() and all(after[n] is b for n, b in buffers.items())
 
 
 def test_dropout_only_in_training():
@@ -100,12 +99,6 @@ def test_dropout_only_in_training():
         torch.testing.assert_close(model(idx).logits, model(idx).logits)
         model.train()
         assert not torch.allclose(model(idx).logits, model(idx).logits)
-
-
-def test_learned_refuses_long_inputs_with_both_lengths():
-    model = make("learned")
-    with pytest.raises(ValueError, match="max_len=64 positions but the input has 65"):
-        model(torch.zeros(1, 65, dtype=torch.long))
 
 
 def test_training_reduces_loss():
@@ -136,28 +129,26 @@ def test_cpu_presets_increase_in_size():
 
 
 @pytest.mark.parametrize(
-    "kwargs, message",
+    "kwargs, facts",
     [
-        (dict(n_head=0), "n_head must be a positive integer"),
-        (dict(vocab_size=True), "vocab_size must be a positive integer"),
-        (dict(d_model=30, n_head=4), "not divisible by n_head=4"),
-        (dict(pos_encoding="ROPE"), "choose one of nopos, learned, sinusoidal, rope, alibi"),
-        (dict(dropout=-0.1), "dropout must be in [0, 1)"),
+        (dict(n_head=0), ["n_head", "0"]),
+        (dict(vocab_size=True), ["vocab_size", "True"]),
+        (dict(d_model=30, n_head=4), ["d_model=30", "n_head=4"]),
+        (dict(pos_encoding="ROPE"), ["'ROPE'", *ENCODINGS]),
+        (dict(dropout=-0.1), ["dropout", "-0.1"]),
     ],
 )
-def test_bad_configs(kwargs, message):
-    with pytest.raises(ValueError, match=message.replace("[", r"\[").replace("(", r"\(").replace(")", r"\)")):
+def test_bad_configs(kwargs, facts):
+    with pytest.raises(ValueError) as error:
         dataclasses.replace(SMALL, **kwargs)
+    for fact in facts:
+        assert fact in str(error.value)
 
 
-def test_rope_needs_an_even_head_dim():
-    with pytest.raises(ValueError, match="must be even"):
-        TransformerLM(dataclasses.replace(SMALL, d_model=36, n_head=4, pos_encoding="rope"))
-
-
-def test_bad_inputs():
-    model = make("nopos")
-    with pytest.raises(ValueError, match="integer tensor"):
-        model(torch.zeros(2, 4))
-    with pytest.raises(ValueError, match=r"must lie in \[0, 97\)"):
-        model(torch.tensor([[-1, 3]]))
+def test_bad_inputs_raise_value_errors_that_name_the_values():
+    with pytest.raises(ValueError) as error:
+        make("nopos")(torch.zeros(2, 4))
+    assert "torch.float32" in str(error.value) and "(2, 4)" in str(error.value)
+    with pytest.raises(ValueError) as error:
+        check_token_ids(torch.tensor([[-1, 3]]), SMALL.vocab_size)
+    assert "vocab_size=97" in str(error.value) and "-1 to 3" in str(error.value)

@@ -9,11 +9,12 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
-from nbdev.frontmatter import FrontmatterProc
-from nbdev.process import NBProcessor
+from nbdev.test import _keep_file
 
 from posenc_nb.probe import random_mad
-from posenc_nb.reproduce import PROFILES, REPO_ROOT, declared_defaults, experiment_notebooks, notebook_parameters
+from posenc_nb.config import PROFILES
+from posenc_nb.reproduce import experiment_notebooks, notebook_parameters, parameters_source
+from posenc_nb.utils import REPO_ROOT
 
 CLI = [sys.executable, "-c", "from posenc_nb.reproduce import main; main()"]
 SMOKE = PROFILES["smoke"]
@@ -53,7 +54,7 @@ def smoke(tmp_path_factory):
 
 
 def test_smoke_runs_every_notebook(smoke):
-    done, _, runs, seconds = smoke
+    done, figures, _, seconds = smoke
     assert done.returncode == 0, done.stderr[-3000:]
     names = [p.stem for p in experiment_notebooks()]
     progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
@@ -61,7 +62,7 @@ def test_smoke_runs_every_notebook(smoke):
     assert all(" s (total " in line for line in progress)
     print(f"smoke profile: {len(names)} notebooks in {seconds:.0f} s")
     for name in names:  # the executed copies hold no error
-        executed = nbformat.read(runs / "notebooks" / "smoke" / f"{name}.ipynb", as_version=4)
+        executed = nbformat.read(figures / "notebooks" / f"{name}.ipynb", as_version=4)
         errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
         assert not errors, f"{name}: {errors[0]['ename']}: {errors[0]['evalue']}"
 
@@ -133,13 +134,14 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     done = run_cli("--profile", "smoke", "--out", str(out), "--experiments-dir", str(experiments), runs_dir=tmp_path / "runs")
     assert done.returncode == 1
     assert "02_broken failed at cell 3 (`corpus_tokens = len(corpus) // 0`): ZeroDivisionError" in done.stderr
-    assert str(tmp_path / "runs" / "notebooks" / "smoke" / "02_broken.ipynb") in done.stderr  # where the traceback is
+    assert str(out / "notebooks" / "02_broken.ipynb") in done.stderr  # where the traceback is
     assert (out / "first.txt").exists() and not (out / "never.txt").exists()
+    assert sorted(p.name for p in out.iterdir()) == ["first.txt", "notebooks"]  # the failed notebook published nothing
 
 
 def test_real_notebook_failing_part_way(tmp_path):
     "A real experiment notebook given a corpus that does not exist fails in its first working cell, and says so."
-    done = run_cli("--profile", "smoke", "--only", "08", "--set", "corpus=no-such-corpus", "--out", str(tmp_path / "f"),
+    done = run_cli("--profile", "smoke", "--only", "08", "corpus=no-such-corpus", "--out", str(tmp_path / "f"),
                    runs_dir=tmp_path / "runs")
     assert done.returncode == 1
     assert "08_appendix failed at cell 3 (`from pathlib import Path`)" in done.stderr
@@ -149,7 +151,8 @@ def test_real_notebook_failing_part_way(tmp_path):
 @pytest.mark.parametrize("args, status, message", [
     (["--profile", "laptop"], 2, "invalid choice: 'laptop'"),
     (["--only", "99_nothing"], 1, "No experiment notebook named '99_nothing'; choose from ['01_extrapolation'"),
-    (["--set", "seeds"], 2, "expected KEY=VALUE, got 'seeds'"),
+    (["seeds"], 1, "seeds: expected key=value"),
+    (["eval_lenghts=[0]"], 1, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
 ])
 def test_cli_bad_input(tmp_path, args, status, message):
     done = run_cli(*args, runs_dir=tmp_path / "runs", timeout=120)
@@ -158,19 +161,18 @@ def test_cli_bad_input(tmp_path, args, status, message):
 
 def test_parameters_cells_hold_the_cpu_profile():
     "Opened in JupyterLab, every experiment notebook runs the main job; and every profile sets each parameter it declares."
-    cpu = dict(PROFILES["cpu"], profile="cpu", out_dir="../../figures")
     for notebook in experiment_notebooks():
-        defaults = declared_defaults(notebook)
-        assert defaults == {k: cpu[k] for k in defaults}, notebook.name
+        cell = next(c for c in nbformat.read(notebook, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+        assert cell.source == parameters_source(notebook, "cpu"), f"{notebook.name}: rerun posenc_nb.reproduce.write_parameters"
         for profile, params in PROFILES.items():
             notebook_parameters(notebook, dict(params, profile=profile, out_dir="."))
 
 
 def test_nbdev_skips_the_experiment_notebooks():
-    "Their front matter says skip_exec, so nbdev_test never runs them at full size."
+    "A .notest file beside them keeps nbdev_test from running them at full size (no front matter shows in JupyterLab)."
     for notebook in experiment_notebooks():
-        frontmatter = NBProcessor(notebook, procs=FrontmatterProc, process=True).nb.frontmatter_
-        assert frontmatter.get("skip_exec") is True, notebook.name
+        assert not _keep_file(notebook, ".notest"), notebook.name
+        assert "skip_exec" not in nbformat.read(notebook, as_version=4).cells[0].source, notebook.name
 
 
 def test_no_tracked_notebook_carries_run_metadata():
