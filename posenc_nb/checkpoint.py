@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,11 +19,11 @@ from torch import nn
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .model import TransformerLM
 from .tokens import load_tokenizer
-from .utils import atomic_write, project_dir, write_json
+from .utils import atomic_write, disk_full, project_dir, sha256_file, write_json
 
 # %% auto #0
-__all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'save_checkpoint', 'read_meta', 'check_same_config', 'load_weights',
-           'load_optimizer', 'truncate_metrics', 'read_metrics', 'Run', 'load_run']
+__all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder',
+           'check_same_config', 'load_weights', 'load_optimizer', 'truncate_metrics', 'read_metrics', 'Run', 'load_run']
 
 # %% ../nbs/06_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
@@ -40,36 +41,99 @@ class CheckpointError(RuntimeError):
 
 
 _RECOVER = "Nothing was changed. Restore the file, retrain with --force (train(..., force=True)), or choose another --out."
+_FILES = {"model": r"model-\d+\.safetensors", "optimizer": r"optimizer-\d+\.pt"}  # names inside the run folder only
+_CHECKPOINT_FILE = re.compile("|".join(_FILES.values()))
+_RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|{_CHECKPOINT_FILE.pattern}")
+_TEMPORARY = re.compile(rf"\.({_RUN_FILE.pattern})\.tmp\d+")  # what `atomic_write` leaves behind when killed mid-write
+_META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict)
 
 
-def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int,
-                    tokens: int, finished: bool):
-    "Write the checkpoint of `step` into `out_dir` (meta.json last), then delete older weight and optimizer files."
-    files = dict(model=f"model-{step:07d}.safetensors", optimizer=f"optimizer-{step:07d}.pt")
-    atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
-    atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
-    write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
-                                            finished=finished, files=files, torch_version=torch.__version__))
-    for old in [*out_dir.glob("model-*.safetensors"), *out_dir.glob("optimizer-*.pt")]:
-        if old.name not in files.values():
-            old.unlink()
+def _meta_problems(meta) -> list[str]:
+    "What is wrong with a checkpoint record: a missing key, a value of the wrong type, a file name outside the folder."
+    if not isinstance(meta, dict):
+        return [f"it holds a {type(meta).__name__}, not a mapping"]
+    problems = [f"{key}: missing" if key not in meta else f"{key}: {meta[key]!r} is not a {kind.__name__}"
+                for key, kind in _META_TYPES.items() if type(meta.get(key)) is not kind]
+    if isinstance(meta.get("files"), dict):
+        problems += [f"files.{kind}: {meta['files'].get(kind)!r} is not the name of a {kind} file in the run folder"
+                     for kind, name in _FILES.items() if not re.fullmatch(name, str(meta["files"].get(kind)))]
+    sha256 = meta.get("sha256", {})  # runs saved before checksums were recorded have none
+    if not (isinstance(sha256, dict) and all(isinstance(v, str) for v in sha256.values())):
+        problems.append(f"sha256: {sha256!r} is not a mapping of file kinds to checksums")
+    return problems
 
 
 def read_meta(out_dir: Path) -> dict | None:
-    "The checkpoint metadata in `out_dir`, or None if it holds no checkpoint."
+    "The checkpoint metadata in `out_dir`, checked key by key, or None if it holds no checkpoint."
     path = Path(out_dir) / "meta.json"
     if not path.exists():
         return None
     try:
-        meta = json.loads(path.read_text())
-        missing = [k for k in ("config", "config_hash", "step", "tokens", "finished", "files") if k not in meta]
-        if missing:
-            raise KeyError(f"no {', '.join(missing)}")
-        return meta
-    except (ValueError, KeyError, TypeError) as e:
+        meta = json.loads(path.read_bytes())
+    except ValueError as e:  # not JSON, or not UTF-8
         raise CheckpointError(f"{path} is not a readable checkpoint record ({type(e).__name__}: {e}). {_RECOVER}") from None
+    if problems := _meta_problems(meta):
+        raise CheckpointError(f"{path} is not a valid checkpoint record ({'; '.join(problems)}). {_RECOVER}")
+    return meta
+
+# %% ../nbs/06_checkpoint.ipynb #d5131f4e
+def remove_unreferenced(out_dir: Path):
+    "Delete what no checkpoint uses: temporaries of interrupted writes, and weight and optimizer files meta.json does not name."
+    meta = read_meta(out_dir)
+    named = set(meta["files"].values()) if meta else set()
+    for path in Path(out_dir).iterdir():
+        if _TEMPORARY.fullmatch(path.name) or (_CHECKPOINT_FILE.fullmatch(path.name) and path.name not in named):
+            path.unlink(missing_ok=True)
 
 
+def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int,
+                    tokens: int, finished: bool):
+    "Write the checkpoint of `step` into `out_dir` (meta.json last, with each file's sha256), then delete older ones."
+    files = dict(model=f"model-{step:07d}.safetensors", optimizer=f"optimizer-{step:07d}.pt")
+    try:
+        atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
+        atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
+        write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
+                                                finished=finished, files=files, torch_version=torch.__version__,
+                                                sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()}))
+    except BaseException as e:
+        remove_unreferenced(out_dir)  # whatever half of this checkpoint was written
+        if isinstance(e, Exception) and disk_full(e, out_dir):  # torch reports a full disk as a bare RuntimeError
+            last = read_meta(out_dir)
+            kept = f"the checkpoint of step {last['step']} was kept" if last else "no earlier checkpoint exists"
+            raise CheckpointError(f"the disk is full: the checkpoint of step {step} could not be written to {out_dir} "
+                                  f"({e}). Its half-written files were removed and {kept}. Free some space, then rerun "
+                                  "the same command to resume.") from None
+        raise
+    remove_unreferenced(out_dir)
+
+# %% ../nbs/06_checkpoint.ipynb #150f5f29
+def check_run_folder(out_dir: Path):
+    "Raise `ConfigError` (key `out`) unless `out_dir` is new, empty or a run's: a run never scatters its files among others."
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError([("out", f"{out_dir} is a file; give a folder for the run, e.g. --out runs/NAME")])
+    if out_dir.is_dir() and not (out_dir / "meta.json").exists():
+        others = sorted(p.name for p in out_dir.iterdir() if not (_RUN_FILE.fullmatch(p.name) or _TEMPORARY.fullmatch(p.name)))
+        if others:
+            listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+            raise ConfigError([("out", f"{out_dir} holds files that are not a run's ({listed}); give a new or empty "
+                                       "folder, e.g. --out runs/NAME")])
+
+# %% ../nbs/06_checkpoint.ipynb #6e996724
+def _verified(out_dir: Path, meta: dict, kind: str) -> Path:
+    "The checkpoint's `kind` file, checked against the sha256 in meta.json (runs saved before checksums have none)."
+    path = Path(out_dir) / meta["files"][kind]
+    expected = meta.get("sha256", {}).get(kind)
+    try:
+        found = sha256_file(path) if expected else None
+    except OSError as e:
+        raise CheckpointError(f"cannot read {path} ({e.strerror}). {_RECOVER}") from None
+    if found != expected:
+        raise CheckpointError(f"{path} changed after it was written: its sha256 is {found}, meta.json recorded "
+                              f"{expected}, so its contents cannot be trusted. {_RECOVER}")
+    return path
+
+# %% ../nbs/06_checkpoint.ipynb #4fe7ede3
 def check_same_config(meta: dict, cfg: TrainConfig, out_dir: Path):
     "Raise `CheckpointError` naming the differing keys if the checkpoint in `out_dir` was made with another config."
     if meta["config_hash"] == config_hash(cfg):
@@ -83,8 +147,8 @@ def check_same_config(meta: dict, cfg: TrainConfig, out_dir: Path):
 
 
 def load_weights(model: nn.Module, out_dir: Path, meta: dict):
-    "Load the checkpoint's weights into `model`."
-    path = Path(out_dir) / meta["files"]["model"]
+    "Load the checkpoint's weights into `model`, once their checksum matches."
+    path = _verified(out_dir, meta, "model")
     try:
         load_model(model, str(path), device=str(next(model.parameters()).device))
     except Exception as e:  # safetensors reports damage as several exception types
@@ -92,8 +156,8 @@ def load_weights(model: nn.Module, out_dir: Path, meta: dict):
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, out_dir: Path, meta: dict):
-    "Load the checkpoint's AdamW state into `optimizer` (no arbitrary objects are unpickled)."
-    path = Path(out_dir) / meta["files"]["optimizer"]
+    "Load the checkpoint's AdamW state into `optimizer` once its checksum matches (no arbitrary objects are unpickled)."
+    path = _verified(out_dir, meta, "optimizer")
     try:
         optimizer.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     except Exception as e:  # truncated or foreign files raise pickle, zip and shape errors alike
@@ -101,18 +165,22 @@ def load_optimizer(optimizer: torch.optim.Optimizer, out_dir: Path, meta: dict):
 
 # %% ../nbs/06_checkpoint.ipynb #8917ee2b
 def _metric_lines(path: Path) -> list[dict]:
-    "The complete JSON lines of a metrics file (a half-written last line is skipped)."
+    "The readable lines of a metrics file: a half-written or damaged line (not JSON, not UTF-8, no step) is skipped."
     if not path.exists():
         return []
     lines = []
-    for line in path.read_text().splitlines():
-        try: lines.append(json.loads(line))
-        except ValueError: pass
+    for raw in path.read_bytes().splitlines():
+        try:
+            line = json.loads(raw)
+        except ValueError:  # UnicodeDecodeError included
+            continue
+        if isinstance(line, dict) and type(line.get("step")) is int:
+            lines.append(line)
     return lines
 
 
 def truncate_metrics(path: Path, step: int):
-    "Drop the lines of metrics file `path` logged after `step`."
+    "Drop the lines of metrics file `path` logged after `step` (and any damaged line)."
     if path.exists():
         kept = [line for line in _metric_lines(path) if line["step"] <= step]
         atomic_write(path, lambda tmp: tmp.write_text("".join(json.dumps(line) + "\n" for line in kept)))
@@ -147,7 +215,7 @@ class Run:
 
 
 def load_run(out_dir: str | Path) -> Run:
-    "The run saved in `out_dir`: its config and its last checkpoint's weights."
+    "The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256)."
     out_dir = Path(out_dir)
     meta = read_meta(out_dir)
     if meta is None:

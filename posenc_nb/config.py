@@ -286,6 +286,9 @@ _COMMON = dict(
     online_corpora=["wikitext-103"],  # Table 1 rows that need the network; skipped with a note when offline
     sentence="The cat sat on the mat",
     shuffled_sentence="The mat cat on sat the",
+    beyond_encodings=None,  # the beyond-the-paper notebook: None is every registered encoding
+    beyond_seeds=[0],  # one seed there, labelled as such
+    rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
 )
 
 PROFILES = {
@@ -300,6 +303,7 @@ PROFILES = {
         model_sizes={"d16": dict(d_model=16), "d32": dict(d_model=32), "d48": dict(d_model=48)},
         train_lengths=[16, 32, 64],
         eval_lengths=[16, 32, 64],
+        beyond_eval_lengths=[16, 32, 64, 128, 256, 512],  # up to 16x the training length
         eval_tokens=512,
         sliding_stride=None,
         probe_settings={},
@@ -324,6 +328,7 @@ PROFILES = {
                      "cpu-small": dict(model="cpu-small")},
         train_lengths=[64, 128, 256],
         eval_lengths=[32, 64, 128, 256, 512, 1024, 2048],
+        beyond_eval_lengths=[64, 128, 256, 512, 1024, 2048],
         eval_tokens=16384,
         sliding_stride=None,  # half the context: every scored token sees at least half a context of history
         probe_settings=dict(model="cpu-small"),  # probe the 4-layer models of Table 2: two layers show no trajectory
@@ -349,6 +354,7 @@ PROFILES = {
         model_sizes={name: dict(model=name) for name in ["gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b"]},
         train_lengths=[256, 512, 1024, 2048],
         eval_lengths=[128, 256, 512, 1024, 2048, 4096, 8192],
+        beyond_eval_lengths=[512, 1024, 2048, 4096, 8192, 16384],
         eval_tokens=None,
         sliding_stride=256,
         probe_settings={},

@@ -273,7 +273,7 @@ def _read_local(file: Path) -> list[tuple[str, str]]:
         return wikitext_articles(rows)
     return [(f"{file.name}:{i}", text) for i, text in enumerate(rows) if text and text.strip()]
 
-
+# %% ../nbs/03_corpora.ipynb #334c23bd
 def local_documents(path: Path) -> dict[str, dict[str, list[str]]]:
     "Documents of local .txt/.parquet files, in the splits their names give, else in `holdout_split`."
     path = Path(path)
@@ -324,7 +324,7 @@ def _datasets_bars_off():
         if not was_off:
             datasets.utils.enable_progress_bars()
 
-
+# %% ../nbs/03_corpora.ipynb #d83dc1e4
 def _corpus_cache(corpus: str | Path) -> Path:
     "The folder of a corpus' cache, built first when it is missing or incomplete."
     root = data_dir() / "corpora" / corpus_key(corpus)
@@ -333,12 +333,14 @@ def _corpus_cache(corpus: str | Path) -> Path:
             shutil.rmtree(root, ignore_errors=True)  # an interrupted build is never reused
             columns = _corpus_columns(corpus)
             partial = root.with_name(root.name + ".partial")
-            shutil.rmtree(partial, ignore_errors=True)
-            with _datasets_bars_off():
-                DatasetDict({split: Dataset.from_dict(columns[split]) for split in SPLITS}).save_to_disk(str(partial))
-            summary = {split: {"documents": len(c["text"]), "characters": sum(map(len, c["text"]))} for split, c in columns.items()}
-            write_json(partial / _COMPLETE, {"corpus": str(corpus), "splits": summary})
-            os.replace(partial, root)
+            try:
+                with _datasets_bars_off():
+                    DatasetDict({split: Dataset.from_dict(columns[split]) for split in SPLITS}).save_to_disk(str(partial))
+                summary = {split: {"documents": len(c["text"]), "characters": sum(map(len, c["text"]))} for split, c in columns.items()}
+                write_json(partial / _COMPLETE, {"corpus": str(corpus), "splits": summary})
+                os.replace(partial, root)
+            finally:  # a failed build (a full disk, Ctrl-C) leaves nothing behind
+                shutil.rmtree(partial, ignore_errors=True)
     return root
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from .model import check_token_ids
 from .tokens import IGNORE, eval_windows, mask_for_mlm
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .utils import frozen, model_device, positive_int
@@ -35,16 +36,13 @@ def check_tokens(model, tokens, what: str = "tokens") -> np.ndarray:
         raise ValueError(f"{what} is empty: check the split name and that `posenc-data fetch` built it")
     if not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"{what} must hold integer token ids, got dtype {tokens.dtype}")
-    low, high, vocab = int(tokens.min()), int(tokens.max()), model.config.vocab_size
-    if low < 0 or high >= vocab:
-        raise ValueError(f"{what} hold id {high if high >= vocab else low}, outside the model's vocabulary (vocab_size={vocab}): "
-                         "the tokens come from a different tokenizer; load them with the run's corpus and vocab_size")
+    check_token_ids(tokens, model.config.vocab_size)
     return tokens
 
 
 def context_limit(model) -> int | None:
-    "The longest context the model can run at all: `max_len` for learned positions, None (unbounded) otherwise."
-    return model.config.max_len if model.config.pos_encoding == "learned" else None
+    "The longest context the model can run at all: `max_len` if its encoding has a `length_limit`, else None (unbounded)."
+    return model.pos.max_len if model.pos.length_limit else None
 
 
 def check_context_length(model, context_length: int) -> int:
@@ -52,8 +50,8 @@ def check_context_length(model, context_length: int) -> int:
     context_length = positive_int(context_length, "context_length")
     limit = context_limit(model)
     if limit is not None and context_length > limit:
-        raise ValueError(f"context_length {context_length} exceeds the learned position table (max_len={limit}): "
-                         f"learned positions cannot extrapolate; use a context of at most {limit} tokens")
+        raise ValueError(f"context_length {context_length} exceeds what {model.pos.label} positions cover (max_len={limit}): "
+                         f"they cannot extrapolate; use a context of at most {limit} tokens")
     return context_length
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
@@ -97,7 +95,7 @@ def _not_applicable(model, context_length: int, n_scorable: int) -> str:
     "Why `context_length` cannot be measured here ('' when it can)."
     limit = context_limit(model)
     if limit is not None and context_length > limit:
-        return f"learned positions stop at max_len={limit}: no position embedding for longer contexts"
+        return f"{model.pos.label} positions stop at max_len={limit}: none for longer contexts"
     if n_scorable < context_length:
         return f"only {n_scorable} tokens to score (split size or max_tokens): a full {context_length}-token window does not fit"
     return ""
@@ -137,14 +135,15 @@ def perplexity_by_length(model, tokens, context_lengths: Iterable[int], protocol
     return pd.DataFrame(rows)
 
 # %% ../nbs/09_evaluate.ipynb #ef9f9844
-def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bool = True, caption: str | None = None):
+def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bool = True, caption: str | None = None,
+                    style: str | None = None):
     "Perplexity against context length from `perplexity_by_length` rows: one panel per protocol, one line per encoding."
     protocols = [p for p in PROTOCOLS if p in set(df.protocol)]
     if not protocols:
         raise ValueError(f"no rows of a known protocol ({', '.join(PROTOCOLS)}): pass perplexity_by_length output")
     fig, axes = new_figure(1, len(protocols), squeeze=False, sharey=True)
     for ax, proto in zip(axes[0], protocols):
-        plot_by_encoding(ax, df[df.protocol == proto], "context_length", "perplexity")
+        plot_by_encoding(ax, df[df.protocol == proto], "context_length", "perplexity", style=style)
         if train_context:
             ax.axvline(train_context, color="0.5", linestyle=":", label="training context")
         style_axes(ax, "evaluation context length (tokens)", "perplexity", title=proto.replace("nonoverlapping", "non-overlapping"),

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -17,8 +19,8 @@ from torch import nn
 from .encodings import ENCODINGS, PositionalEncoding, get_encoding
 
 # %% auto #0
-__all__ = ['PRESETS', 'ModelConfig', 'fused_attention', 'explicit_attention', 'SelfAttention', 'MLP', 'Block', 'LMOutput',
-           'TransformerLM', 'check_token_ids']
+__all__ = ['PRESETS', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention', 'SelfAttention',
+           'MLP', 'Block', 'LMOutput', 'TransformerLM', 'check_token_ids', 'encoding_options']
 
 # %% ../nbs/01_model.ipynb #926d5fe0
 @dataclass
@@ -29,10 +31,11 @@ class ModelConfig:
     n_layer: int = 4
     n_head: int = 4
     d_model: int = 256
-    max_len: int = 128  # training context length; only "learned" positions cannot go beyond it
+    max_len: int = 128  # training context length; only encodings with a `length_limit` cannot go beyond it
     pos_encoding: str = "nopos"
     causal: bool = True  # False: bidirectional attention, for the masked-LM control
     dropout: float = 0.0
+    pos_options: dict = field(default_factory=dict)  # the encoding's own settings, e.g. {"base": 500000.0} for RoPE; {}: defaults
 
     def __post_init__(self):
         for field in ("vocab_size", "n_layer", "n_head", "d_model", "max_len"):
@@ -46,6 +49,9 @@ class ModelConfig:
             )
         if self.pos_encoding not in ENCODINGS:
             raise ValueError(f"unknown pos_encoding {self.pos_encoding!r}; choose one of {', '.join(ENCODINGS)}")
+        if not isinstance(self.pos_options, dict):
+            raise ValueError(f"ModelConfig.pos_options must map option names to values, got {self.pos_options!r}")
+        ENCODINGS[self.pos_encoding].check_options(self.pos_options)
         if not isinstance(self.causal, bool):
             raise ValueError(f"ModelConfig.causal must be True or False, got {self.causal!r}")
         if not 0 <= self.dropout < 1:
@@ -73,28 +79,52 @@ PRESETS: dict[str, dict] = {
     "cpu-base": dict(n_layer=6, n_head=8, d_model=384),
 }
 
+# %% ../nbs/01_model.ipynb #b5ebd2da
+class AttentionBias(NamedTuple):
+    "An additive bias on attention scores, `(1, n_head, T, T)` in the attention dtype, future keys at -inf under a causal mask."
+
+    scores: torch.Tensor
+    reversed_keys: bool = False  # the key axis runs backwards, u = T - 1 - n: how a distance row is viewed without copying
+
+
+def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.dtype, device) -> AttentionBias | None:
+    "The bias of encoding `pos` for inputs of `T` tokens as both attention paths take it, causal mask included; None if none."
+    if (row := pos.distance_bias(T, causal, device)) is not None:
+        if causal:  # entries T - 1 + d with d = m - n < 0: keys after the query
+            row = row.masked_fill(torch.arange(2 * T - 1, device=row.device) < T - 1, float("-inf"))
+        row = row.to(dtype).contiguous()
+        return AttentionBias(row.as_strided((1, row.shape[0], T, T), (0, 2 * T - 1, 1, 1)), reversed_keys=True)
+    if (full := pos.attn_bias(T, causal, device)) is not None:
+        if causal:
+            full = full.masked_fill(torch.ones(T, T, dtype=torch.bool, device=full.device).triu(1), float("-inf"))
+        return AttentionBias(full.to(dtype)[None])
+    return None
+
 # %% ../nbs/01_model.ipynb #090ba379
-def fused_attention(q, k, v, bias: torch.Tensor | None, causal: bool, dropout_p: float = 0.0, block: int = 1024):
-    "Attention without materialising probabilities; `bias` from `PositionalEncoding.attn_bias` (reversed keys)."
+def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0, block: int = 1024):
+    "Attention without materialising probabilities; `bias` from `attention_bias`."
     if bias is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p)
     T = q.shape[-2]
-    k, v = k.flip(-2), v.flip(-2)  # reversed key u = T - 1 - j: the order the bias is indexed in
+    if bias.reversed_keys:
+        k, v = k.flip(-2), v.flip(-2)  # u = T - 1 - n: the order the bias is indexed in
     outputs = []
     for start in range(0, T, block):
         end = min(start + block, T)
-        first = T - end if causal else 0  # causal: only keys j < end, i.e. u >= T - end
-        mask = bias[..., start:end, first:]
-        outputs.append(F.scaled_dot_product_attention(q[..., start:end, :], k[..., first:, :], v[..., first:, :], mask, dropout_p))
+        keys = slice(None)
+        if causal:  # only keys n < end
+            keys = slice(T - end, T) if bias.reversed_keys else slice(0, end)
+        mask = bias.scores[..., start:end, keys]
+        outputs.append(F.scaled_dot_product_attention(q[..., start:end, :], k[..., keys, :], v[..., keys, :], mask, dropout_p))
     return torch.cat(outputs, dim=-2)
 
 
-def explicit_attention(q, k, v, bias: torch.Tensor | None, causal: bool, dropout_p: float = 0.0):
+def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0):
     "Attention with the probabilities formed: returns (output, probabilities `(B, n_head, T, T)`)."
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
-        scores = scores + bias.flip(-1)  # keys back in order
-    elif causal:
+        scores = scores + (bias.scores.flip(-1) if bias.reversed_keys else bias.scores)  # keys in order
+    if causal:
         T = q.shape[-2]
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     probs = scores.softmax(dim=-1)
@@ -165,7 +195,7 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = get_encoding(cfg.pos_encoding, cfg.d_model, cfg.n_head, cfg.max_len)
+        self.pos = get_encoding(cfg.pos_encoding, cfg.d_model, cfg.n_head, cfg.max_len, **cfg.pos_options)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
@@ -202,7 +232,7 @@ def forward(
     if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
     x = self.drop(self.pos.embed(self.tok_emb(idx)))
-    bias = self.pos.attn_bias(idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
+    bias = attention_bias(self.pos, idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
     hidden_states, attentions = [x], []
     for block in self.blocks:
         x, probs = block(x, self.pos, bias, output_attentions)
@@ -225,3 +255,17 @@ def check_token_ids(ids, vocab_size: int):
             f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}, got ids from {lo} to {hi}; "
             "was the tokenizer built with the same vocabulary?"
         )
+
+# %% ../nbs/01_model.ipynb #d8558bbf
+@contextmanager
+def encoding_options(model: TransformerLM, **options):
+    "Within the block, `model`'s encoding is rebuilt with `options` over its own (its weights kept); restored afterwards."
+    pos, config = model.pos, model.config
+    scaled_config = replace(config, pos_options={**config.pos_options, **options})  # checks the options
+    scaled = get_encoding(config.pos_encoding, config.d_model, config.n_head, config.max_len, **scaled_config.pos_options)
+    scaled.load_state_dict(pos.state_dict())
+    model.pos, model.config = scaled.to(model.tok_emb.weight.device).train(pos.training), scaled_config
+    try:
+        yield model
+    finally:
+        model.pos, model.config = pos, config

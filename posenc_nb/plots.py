@@ -15,38 +15,29 @@ import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from .checkpoint import Run, load_run
+from .encodings import ENCODINGS
+from .utils import suggest
 
 # %% auto #0
-__all__ = ['ENCODING_COLORS', 'ENCODING_LABELS', 'PANEL_SIZE', 'encoding_color', 'encoding_label', 'format_count', 'caption',
-           'run_caption', 'new_figure', 'style_axes', 'add_caption', 'plot_by_encoding', 'savefig', 'plot_runs']
+__all__ = ['PANEL_SIZE', 'LINE_STYLES', 'encoding_color', 'encoding_label', 'format_count', 'caption', 'run_caption',
+           'new_figure', 'style_axes', 'add_caption', 'plot_by_encoding', 'savefig', 'plot_runs']
 
 # %% ../nbs/08_plots.ipynb #82a15594
-ENCODING_COLORS: dict[str, str] = {
-    "nopos": "#d62728",
-    "learned": "#1f77b4",
-    "sinusoidal": "#ff7f0e",
-    "rope": "#2ca02c",
-    "alibi": "#9467bd",
-}
-ENCODING_LABELS: dict[str, str] = {
-    "nopos": "NoPos", "learned": "Learned", "sinusoidal": "Sinusoidal", "rope": "RoPE", "alibi": "ALiBi",
-}
-
-
-def _known_encoding(name: str) -> str:
-    if name not in ENCODING_COLORS:
-        raise ValueError(f"unknown encoding {name!r}: expected one of {', '.join(ENCODING_COLORS)}")
-    return name
+def _encoding(name: str):
+    "The registered encoding class `name`; ValueError naming the registered ones otherwise."
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}{suggest(name, ENCODINGS)}: expected one of {', '.join(ENCODINGS)}")
+    return ENCODINGS[name]
 
 
 def encoding_color(name: str) -> str:
-    "The colour every figure uses for encoding `name`."
-    return ENCODING_COLORS[_known_encoding(name)]
+    "The colour every figure uses for encoding `name` (the `color` it declares)."
+    return _encoding(name).color
 
 
 def encoding_label(name: str) -> str:
-    "The display name of encoding `name` (legends, table headers)."
-    return ENCODING_LABELS[_known_encoding(name)]
+    "The display name of encoding `name` in legends and table headers (the `label` it declares)."
+    return _encoding(name).label
 
 # %% ../nbs/08_plots.ipynb #6d9c6650
 def format_count(n: float) -> str:
@@ -117,23 +108,31 @@ def add_caption(fig, text: str):
     return fig
 
 # %% ../nbs/08_plots.ipynb #774b484c
-def plot_by_encoding(ax, df: pd.DataFrame, x: str, y: str, hue: str = "encoding", marker: str = "o", **kwargs):
-    "Plot `y` against `x`, one line per value of `hue` in the encoding colours; rows sharing (hue, x) show mean and range."
-    missing = {x, y, hue} - set(df.columns)
-    if missing:
+LINE_STYLES = ("-", "--", ":", "-.")  # one per variant of an encoding, in order of appearance
+
+
+def plot_by_encoding(ax, df: pd.DataFrame, x: str, y: str, hue: str = "encoding", style: str | None = None,
+                     marker: str = "o", **kwargs):
+    """Plot `y` against `x`, one line per value of `hue` in the encoding colours, and per value of `style` (if given) in
+    its own line style; rows sharing hue, style and x show their mean and range."""
+    keys = [hue] + ([style] if style else [])
+    if missing := {x, y, *keys} - set(df.columns):
         raise ValueError(f"DataFrame has no column(s) {sorted(missing)}; it has {list(df.columns)}")
     if df.empty:
         raise ValueError("nothing to plot: the DataFrame is empty")
-    stats = df.groupby([hue, x], sort=True)[y].agg(["mean", "min", "max", "count"]).reset_index()
-    for name in [n for n in ENCODING_COLORS if n in set(stats[hue])]:
-        rows = stats[stats[hue] == name]
-        color = encoding_color(name)
-        ax.plot(rows[x], rows["mean"], marker=marker, color=color, label=encoding_label(name), **kwargs)
-        if (rows["count"] > 1).any():
-            ax.fill_between(rows[x], rows["min"], rows["max"], color=color, alpha=0.2, linewidth=0)
-    unknown = set(stats[hue]) - set(ENCODING_COLORS)
-    if unknown:
-        raise ValueError(f"unknown encoding(s) {sorted(unknown)} in column {hue!r}: expected {', '.join(ENCODING_COLORS)}")
+    if unknown := set(df[hue]) - set(ENCODINGS):
+        raise ValueError(f"unknown encoding(s) {sorted(unknown)} in column {hue!r}: expected {', '.join(ENCODINGS)}")
+    stats = df.groupby(keys + [x], sort=True, dropna=False)[y].agg(["mean", "min", "max", "count"]).reset_index()
+    variants = list(dict.fromkeys(df[style])) if style else [None]
+    for name in [n for n in ENCODINGS if n in set(stats[hue])]:
+        for variant, linestyle in zip(variants, LINE_STYLES * len(variants)):
+            rows = stats[(stats[hue] == name) & ((stats[style] == variant) if style else True)]
+            if rows.empty:
+                continue
+            color, label = encoding_color(name), encoding_label(name) + (f" ({variant})" if variant else "")
+            ax.plot(rows[x], rows["mean"], marker=marker, color=color, linestyle=linestyle, label=label, **kwargs)
+            if (rows["count"] > 1).any():
+                ax.fill_between(rows[x], rows["min"], rows["max"], color=color, alpha=0.2, linewidth=0)
     return ax
 
 # %% ../nbs/08_plots.ipynb #7fd121a9

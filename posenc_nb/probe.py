@@ -57,12 +57,12 @@ def make_probe(d_model: int, n_positions: int, kind: str = "mlp") -> nn.Module:
         return nn.Linear(d_model, n_positions, bias=False)
     raise ValueError(f"unknown probe kind {kind!r}: use one of {', '.join(PROBE_KINDS)}")
 
-
+# %% ../nbs/10_probe.ipynb #47a99683
 def random_mad(n_positions: int) -> float:
     "Expected |guess - truth| when both are uniform over positions 0..L-1: (L^2 - 1) / (3L)."
     return (n_positions**2 - 1) / (3 * n_positions)
 
-
+# %% ../nbs/10_probe.ipynb #22c18113
 def train_probe(states: torch.Tensor, kind: str = "mlp", steps: int = 300, lr: float = 2e-3, batch_size: int = 1024,
                 seed: int = 0) -> nn.Module:
     "Fit a position probe on `states` `(n, L, d)`: every token's state is labelled with its position 0..L-1."
@@ -123,7 +123,7 @@ def probe_layers(model, train_tokens, eval_tokens, seq_len: int | None = None, l
                          mad=mad, random_mad=random_mad(seq_len)))
     return pd.DataFrame(rows)
 
-
+# %% ../nbs/10_probe.ipynb #fb1f3477
 def plot_probe_layers(df: pd.DataFrame, caption: str | None = None):
     "Probe MAD against layer, one line per encoding, the random baseline dashed (the paper's Fig. 2)."
     fig, ax = new_figure()

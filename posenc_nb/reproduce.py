@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import math
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -18,13 +18,15 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
-from .config import DEFAULT_OUT, PROFILES, ConfigError, parse_overrides
-from .utils import REPO_ROOT, suggest
+from .config import DEFAULT_OUT, PROFILES, ConfigError, TrainConfig, parse_overrides
+from .corpora import HUB_CORPORA, SOURCES
+from .encodings import ENCODINGS
+from .utils import EXIT_STATUS, REPO_ROOT, run_command, suggest
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters', 'declared_defaults',
-           'parameters_source', 'write_parameters', 'ReproductionError', 'run_notebook', 'check_overrides', 'reproduce',
-           'main']
+           'parameters_source', 'write_parameters', 'parameter_problems', 'committed_figures', 'check_parameters',
+           'ReproductionError', 'run_notebook', 'check_overrides', 'reproduce', 'main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -82,6 +84,97 @@ def write_parameters(notebook: Path, profile: str = "cpu"):
     cell.source = parameters_source(notebook, profile)
     nbformat.write(nb, notebook)
 
+# %% ../nbs/14_reproduce.ipynb #0be812a9
+def _natural(v) -> bool: return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+def _count(v) -> bool: return _natural(v) and v > 0
+def _list_of(test): return lambda v: isinstance(v, list) and len(v) > 0 and all(test(x) for x in v)
+def _corpus(v) -> bool: return isinstance(v, str) and (v in SOURCES or v in HUB_CORPORA or "/" in v or Path(v).exists())
+
+
+_RULES = {  # parameter: (check, what it must be)
+    "profile": (lambda v: v in PROFILES, f"one of {sorted(PROFILES)}"),
+    "out_dir": (lambda v: isinstance(v, str) and v.strip() != "", "the path of a folder"),
+    "corpus": (_corpus, f"one of {[*SOURCES, *HUB_CORPORA]} or the path of .txt/.parquet files"),
+    "corpora": (_list_of(_corpus), "a non-empty list of corpora"),
+    "online_corpora": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v), "a list of corpus names"),
+    "seeds": (_list_of(_natural), "a non-empty list of integer seeds >= 0"),
+    **dict.fromkeys(["encodings", "table_encodings", "mlm_encodings"],
+                    (_list_of(lambda e: e in ENCODINGS), f"a non-empty list of encodings from {list(ENCODINGS)}")),
+    **dict.fromkeys(["train_lengths", "eval_lengths", "beyond_eval_lengths"], (_list_of(_count), "a non-empty list of positive integers")),
+    "beyond_encodings": (lambda v: v is None or _list_of(lambda e: e in ENCODINGS)(v), f"null (every encoding) or a list from {list(ENCODINGS)}"),
+    "beyond_seeds": (_list_of(_natural), "a non-empty list of integer seeds >= 0"),
+    "rope_scalings": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of RoPE scaling names"),
+    **dict.fromkeys(["probe_steps", "probe_sequences", "probe_eval_sequences", "word_order_samples", "position_segments"],
+                    (_count, "a positive integer")),
+    **dict.fromkeys(["eval_tokens", "sliding_stride"], (lambda v: v is None or _count(v), "a positive integer or null")),
+    "unigram_margin": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
+                       "a number (nats) or null"),
+    **dict.fromkeys(["train_settings", "probe_settings", "mlm_settings"], (lambda v: isinstance(v, dict), "a mapping of TrainConfig keys")),
+    "model_sizes": (lambda v: isinstance(v, dict) and len(v) > 0 and all(isinstance(s, dict) for s in v.values()),
+                    "a non-empty mapping of names to TrainConfig keys"),
+    **dict.fromkeys(["sentence", "shuffled_sentence"], (lambda v: isinstance(v, str) and len(v.split()) > 1, "a sentence of several words")),
+}
+
+# %% ../nbs/14_reproduce.ipynb #46897356
+def _config_problems(name: str, keys: dict) -> list[tuple[str, str]]:
+    "The problems of the `TrainConfig` that parameter `name` makes, as `(name, problem)`."
+    try:
+        TrainConfig.from_dict(keys)
+        return []
+    except ConfigError as e:
+        return [(name, f"gives a bad config: {'; '.join(e.problems)}")]
+
+
+def _joint_problems(p: dict) -> list[tuple[str, str]]:
+    "The problems of parameters read together; `p` holds only those that are valid alone."
+    problems = _config_problems("train_settings", p["train_settings"]) if "train_settings" in p else []
+    if "train_settings" in p and not problems:
+        base = p["train_settings"]
+        problems += [x for size in p.get("model_sizes", {}).values() for x in _config_problems("model_sizes", {**base, **size})]
+        problems += _config_problems("probe_settings", {**base, **p.get("probe_settings", {})})
+        problems += _config_problems("mlm_settings", {**base, **p.get("mlm_settings", {}), "objective": "mlm"})
+        cfg = TrainConfig.from_dict(base)
+        if cfg.seq_len not in p.get("eval_lengths", [cfg.seq_len]):
+            problems.append(("eval_lengths", f"{p['eval_lengths']} omit the training length {cfg.seq_len} (train_settings' "
+                                             "seq_len), which every comparison is relative to; add it"))
+        if odd := [n for n in p.get("train_lengths", []) if cfg.seq_len * cfg.batch_size % n]:
+            problems.append(("train_lengths", f"{odd} do not divide the {cfg.seq_len * cfg.batch_size} tokens of a "
+                                              "training batch (seq_len x batch_size), which every length keeps"))
+    for name in ("table_encodings", "mlm_encodings"):
+        if name in p and ("nopos" not in p[name] or len(set(p[name])) < 2):
+            problems.append((name, f"{p[name]} must hold 'nopos' and an encoding with positions: the tables compare them"))
+    if "sentence" in p and "shuffled_sentence" in p and sorted(p["sentence"].split()) != sorted(p["shuffled_sentence"].split()):
+        problems.append(("shuffled_sentence", f"{p['shuffled_sentence']!r} is not a shuffle of the words of {p['sentence']!r}"))
+    return problems
+
+
+def parameter_problems(params: dict) -> list[tuple[str, str]]:
+    "`(parameter, problem)` for each experiment parameter in `params` that is wrong, alone or with the others."
+    alone = [(k, f"{v!r} is not {_RULES[k][1]}") for k, v in params.items() if k in _RULES and not _RULES[k][0](v)]
+    valid = {k: v for k, v in params.items() if k in _RULES and k not in dict(alone)}
+    return alone + _joint_problems(valid)
+
+# %% ../nbs/14_reproduce.ipynb #9bbb298b
+def committed_figures() -> Path:
+    "The folder of the committed figures and tables: the `cpu` profile's output."
+    return (REPO_ROOT / DEFAULT_OUT["cpu"]).resolve()
+
+
+def check_parameters(namespace: dict):
+    """What every experiment notebook calls first, with its `globals()`: `ConfigError` (a ValueError) naming each bad
+    parameter; and a refusal to write results other than the cpu profile's over the committed figures."""
+    cpu = dict(PROFILES["cpu"], profile="cpu")
+    params = {k: namespace[k] for k in ("out_dir", *cpu) if k in namespace}
+    problems = parameter_problems(params)
+    differ = [k for k in cpu if k in params and params[k] != cpu[k]]
+    if not problems and differ and Path(params.get("out_dir", ".")).resolve() == committed_figures():
+        problems.append(("out_dir", f"{params['out_dir']!r} is the committed figures folder, {committed_figures()}, and "
+                                    f"{', '.join(differ)} differ from the cpu profile's, so other results would overwrite "
+                                    "the committed ones. Give another folder (papermill ... -p out_dir ../../runs/NAME), "
+                                    "or replace the committed figures on purpose with posenc-reproduce --replace"))
+    if problems:
+        raise ConfigError(problems)
+
 # %% ../nbs/14_reproduce.ipynb #919b9626
 class ReproductionError(RuntimeError):
     "An experiment notebook failed: `notebook` (its name) and `cell` (counted from 1) say where; the message says how."
@@ -127,6 +220,21 @@ def check_overrides(overrides: dict, profile: str = "cpu"):
         raise ConfigError([(k, f"not a profile parameter{suggest(k, PROFILES[profile])}") for k in unknown])
 
 
+def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> Path:
+    "The output folder, resolved; first an error for an unknown profile or key, a bad parameter, or other results aimed at the committed figures."
+    if profile not in PROFILES:
+        raise ValueError(f"Unknown profile {profile!r}; choose one of {sorted(PROFILES)}.")
+    check_overrides(overrides, profile)
+    if problems := parameter_problems(dict(PROFILES[profile], **overrides, profile=profile)):
+        raise ConfigError(problems)
+    out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
+    if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
+        changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
+        raise ConfigError([("out", f"{out_dir} holds the committed figures of the cpu profile, which {changed} would "
+                                   "overwrite with other results; give --out runs/NAME, or pass --replace to replace them")])
+    return out_dir
+
+
 def _publish(staging: Path, out_dir: Path):
     "Move what a notebook wrote into `staging` to `out_dir`, file by file, then remove `staging`."
     for path in sorted(p for p in staging.rglob("*") if p.is_file()):
@@ -135,17 +243,16 @@ def _publish(staging: Path, out_dir: Path):
         path.replace(target)
     shutil.rmtree(staging)
 
-
+# %% ../nbs/14_reproduce.ipynb #9b76c7c6
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
-              experiments_dir=EXPERIMENTS_DIR, log=print) -> pd.DataFrame:
+              experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
-    time. Each notebook writes into a staging folder that reaches `out_dir` only if the notebook succeeds."""
-    if profile not in PROFILES:
-        raise ValueError(f"Unknown profile {profile!r}; choose one of {sorted(PROFILES)}.")
-    check_overrides(overrides or {}, profile)
-    out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
+    time. Each notebook writes into a staging folder that reaches `out_dir` only if the notebook succeeds; other results
+    than the cpu profile's reach the committed figures only with `replace`."""
+    overrides = overrides or {}
+    out_dir = _check_request(profile, overrides, out_dir, replace)
     notebooks = select_notebooks(experiment_notebooks(experiments_dir), only)
-    params = dict(PROFILES[profile], **(overrides or {}), profile=profile)
+    params = dict(PROFILES[profile], **overrides, profile=profile)
     todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]  # check all before running any
     log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
     timings, start = [], time.time()
@@ -154,8 +261,12 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         shutil.rmtree(staging, ignore_errors=True)
         try:
             output = run_notebook(nb, out_dir / "notebooks" / nb.name, {**nb_params, "out_dir": str(staging)})
-        except ReproductionError:
+        except BaseException as e:
             shutil.rmtree(staging, ignore_errors=True)  # a failed notebook publishes nothing
+            if isinstance(e, KeyboardInterrupt):
+                raise KeyboardInterrupt(f"interrupted in {nb.stem} (notebook {i} of {len(todo)}), which published nothing; "
+                                        f"those before it published to {out_dir}. Rerun the same command to go on: "
+                                        "trained models are reused.") from None
             raise
         _publish(staging, out_dir)
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
@@ -163,20 +274,20 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     return pd.DataFrame(timings)
 
 # %% ../nbs/14_reproduce.ipynb #6c35e0a4
-def main(argv=None):
-    "`posenc-reproduce [--profile smoke|cpu|paper] [--only NAME ...] [--out DIR] [key=value ...]`"
+def main(argv=None) -> int:
+    "`posenc-reproduce [--profile smoke|cpu|paper] [--only NAME ...] [--out DIR] [--replace] [key=value ...]`; returns the exit status."
     parser = argparse.ArgumentParser(prog="posenc-reproduce", description="Run the experiment notebooks under one profile.",
-                                     epilog="key=value replaces a profile value (read as YAML), e.g. seeds=[0,1] eval_tokens=4096")
+                                     epilog="key=value replaces a profile value (read as YAML), e.g. seeds=[0,1] "
+                                            f"eval_tokens=4096. {EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
     parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="parameter set (default: cpu, the main job)")
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="run only this notebook (name, number, or name without number); repeat for more")
     parser.add_argument("--out", help="folder for figures and CSVs (default: figures/ for cpu, runs/<profile>-figures otherwise)")
+    parser.add_argument("--replace", action="store_true",
+                        help="let another profile, or overrides, replace the committed figures/ (refused otherwise)")
     parser.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR), help="folder of the experiment notebooks")
     args = parser.parse_args(argv)
-    try:
-        reproduce(args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),
-                  experiments_dir=args.experiments_dir)
-    except (ReproductionError, ValueError, FileNotFoundError) as e:  # ConfigError is a ValueError
-        print(f"posenc-reproduce: {e}", file=sys.stderr)
-        sys.exit(1)
+    return run_command("posenc-reproduce", lambda: reproduce(
+        args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),
+        experiments_dir=args.experiments_dir, replace=args.replace))

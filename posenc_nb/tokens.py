@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 import typing
 from collections.abc import Iterable, Iterator
@@ -21,7 +20,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm import tqdm
 
 from .corpora import HUB_CORPORA, OFFLINE_CORPORA, SOURCES, SPLITS, corpus_key, corpus_summary, data_dir, load_corpus
-from .utils import check_sha256, file_lock, sha256_file, write_json
+from .utils import EXIT_STATUS, atomic_write, check_sha256, file_lock, run_command, sha256_file, write_json
 
 if typing.TYPE_CHECKING:
     from posenc_nb.config import TrainConfig
@@ -30,7 +29,7 @@ if typing.TYPE_CHECKING:
 __all__ = ['EOS', 'MASK', 'PAD', 'SPECIAL_TOKENS', 'EOS_ID', 'MASK_ID', 'PAD_ID', 'MIN_VOCAB_SIZE', 'DEFAULT_VOCAB_SIZE',
            'IGNORE', 'train_tokenizer', 'read_tokenizer', 'tokenizer_path', 'load_tokenizer', 'encode_documents',
            'tokens_path', 'load_tokens', 'document_lengths', 'corpus_stats', 'train_batch', 'derived_seed',
-           'mask_for_mlm', 'lm_batch', 'eval_windows', 'main']
+           'mask_for_mlm', 'lm_batch', 'eval_windows', 'fetch_all', 'main']
 
 # %% ../nbs/04_tokens.ipynb #f5ec9dca
 EOS, MASK, PAD = "<|endoftext|>", "<mask>", "<pad>"
@@ -79,9 +78,7 @@ def load_tokenizer(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT
         if not path.exists():
             train = load_corpus(corpus)["train"]
             tokenizer = train_tokenizer((batch["text"] for batch in train.iter(batch_size=1000)), vocab_size)
-            partial = path.with_name(path.name + ".partial")
-            tokenizer.save(str(partial))
-            os.replace(partial, path)
+            atomic_write(path, lambda tmp: tokenizer.save(str(tmp)))
     return read_tokenizer(path)
 
 # %% ../nbs/04_tokens.ipynb #502d07b2
@@ -106,7 +103,7 @@ def tokens_path(corpus: str | Path = "shakespeare", split: str = "train", vocab_
     made_by = f"bpe{vocab_size}" if tokenizer is None else f"{Path(tokenizer).stem}-{sha256_file(Path(tokenizer))[:12]}"
     return data_dir() / "tokens" / f"{corpus_key(corpus)}-{made_by}" / f"{split}.npy"
 
-
+# %% ../nbs/04_tokens.ipynb #9393b896
 def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_size: int = DEFAULT_VOCAB_SIZE,
                 tokenizer: str | Path | None = None, progress: bool = True) -> np.ndarray:
     "The token stream of one split, memory-mapped; made with the corpus' own tokenizer, or with the tokenizer file `tokenizer`."
@@ -120,9 +117,7 @@ def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_
         if not (path.exists() and sidecar.exists() and _read_sidecar(sidecar, advice)["tokenizer_sha256"] == made_by):
             documents = load_corpus(corpus)[split]
             array = encode_documents(documents, encoder, progress=progress, desc=f"tokenizing {corpus_key(corpus)}/{split}")
-            partial = path.with_name(f"{split}.partial.npy")
-            np.save(partial, array)
-            os.replace(partial, path)
+            atomic_write(path, lambda tmp: _save_array(tmp, array))
             write_json(sidecar, {"length": len(array), "dtype": str(array.dtype), "documents": documents.num_rows,
                                   "sha256": sha256_file(path), "tokenizer_sha256": made_by})
         info = _read_sidecar(sidecar, advice)
@@ -131,6 +126,12 @@ def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_
     if len(tokens) != info["length"]:
         raise RuntimeError(f"{path} holds {len(tokens)} tokens, its sidecar says {info['length']}. {advice}")
     return tokens
+
+
+def _save_array(path: Path, array: np.ndarray):
+    "`np.save` to exactly `path` (given a name, np.save would append .npy)."
+    with open(path, "wb") as f:
+        np.save(f, array)
 
 
 def _read_sidecar(sidecar: Path, advice: str) -> dict:
@@ -228,23 +229,28 @@ def eval_windows(tokens: np.ndarray, context_length: int, stride: int | None = N
         scored = end
 
 # %% ../nbs/04_tokens.ipynb #370318af
-def main(argv: list[str] | None = None):
-    "Entry point of `posenc-data`."
-    parser = argparse.ArgumentParser(prog="posenc-data", description="Build the posenc_nb data caches under $POSENC_DATA_DIR (default: data/).")
+def fetch_all(corpora: list[str], vocab_sizes: list[int], progress: bool = True) -> pd.DataFrame:
+    "Build every cache of `corpora` with each of `vocab_sizes`; print the time each took; their sizes as one table."
+    tables = []
+    for corpus in corpora:
+        for vocab_size in vocab_sizes:
+            began = time.perf_counter()
+            tables.append(corpus_stats(corpus, vocab_size, progress=progress))
+            print(f"{corpus} (vocabulary {vocab_size}): ready in {time.perf_counter() - began:.1f} s", flush=True)
+    return pd.concat(tables)
+
+
+def main(argv: list[str] | None = None) -> int:
+    "Entry point of `posenc-data`; returns its exit status."
+    parser = argparse.ArgumentParser(prog="posenc-data", description="Build the posenc_nb data caches under $POSENC_DATA_DIR (default: data/).",
+                                     epilog=EXIT_STATUS)
     commands = parser.add_subparsers(dest="command", required=True)
-    fetch = commands.add_parser("fetch", help="download and prepare corpora, tokenizers and token arrays")
+    fetch = commands.add_parser("fetch", help="download and prepare corpora, tokenizers and token arrays", epilog=EXIT_STATUS)
     fetch.add_argument("--corpus", nargs="+", default=list(OFFLINE_CORPORA),
                        help=f"corpus names ({', '.join([*SOURCES, *HUB_CORPORA])}) or paths of .txt/.parquet files (default: %(default)s)")
     fetch.add_argument("--vocab-size", nargs="+", type=int, default=[DEFAULT_VOCAB_SIZE], help="tokenizer vocabulary sizes (default: %(default)s)")
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
-    tables = []
-    for corpus in args.corpus:
-        for vocab_size in args.vocab_size:
-            began = time.perf_counter()
-            try:
-                tables.append(corpus_stats(corpus, vocab_size, progress=not args.quiet))
-            except (RuntimeError, ValueError, ConnectionError) as error:
-                parser.exit(1, f"posenc-data: {error}\n")
-            print(f"{corpus} (vocabulary {vocab_size}): ready in {time.perf_counter() - began:.1f} s", flush=True)
-    print(f"\nData in {data_dir()}:\n{pd.concat(tables).to_string(index=False)}")
+    def body():
+        print(f"\nData in {data_dir()}:\n{fetch_all(args.corpus, args.vocab_size, not args.quiet).to_string(index=False)}")
+    return run_command("posenc-data", body)

@@ -9,7 +9,8 @@ import argparse
 import json
 import math
 import os
-import sys
+import shlex
+import shutil
 import time
 from contextlib import nullcontext
 from dataclasses import fields
@@ -23,15 +24,15 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
-from .checkpoint import (CheckpointError, Run, check_same_config, load_optimizer, load_run, load_weights, read_meta,
-                                  run_dir, save_checkpoint, truncate_metrics)
+from .checkpoint import (Run, check_run_folder, check_same_config, load_optimizer, load_run, load_weights, read_meta,
+                                  remove_unreferenced, run_dir, save_checkpoint, truncate_metrics)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .model import TransformerLM
 from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens
-from .utils import file_lock
+from .utils import EXIT_STATUS, file_lock, run_command
 
 # %% auto #0
-__all__ = ['lr_at', 'make_optimizer', 'TrainingDiverged', 'Trainer', 'train', 'main']
+__all__ = ['lr_at', 'make_optimizer', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted', 'train', 'main']
 
 # %% ../nbs/07_train.ipynb #3fcc2dee
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -56,11 +57,18 @@ class TrainingDiverged(RuntimeError):
 
 
 def _device(name: str) -> torch.device:
-    if name != "auto":
-        return torch.device(name)
-    if torch.cuda.is_available():
-        return torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    return torch.device("cpu")
+    "The device `name` stands for (`auto`, `cuda`: this process's GPU when there is one); `ConfigError` if it is not here."
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    here = {"cpu": True, "mps": torch.backends.mps.is_available(),
+            "cuda": torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()}
+    if not here.get(device.type, False):
+        raise ConfigError([("device", f"{name!r} is not available on this machine ({torch.cuda.device_count()} CUDA "
+                                      f"device(s) seen by torch {torch.__version__}); use device=auto or device=cpu")])
+    return device
 
 
 def _join_process_group(device: torch.device) -> bool:
@@ -72,12 +80,23 @@ def _join_process_group(device: torch.device) -> bool:
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
     return True
 
+
+def _token_streams(cfg: TrainConfig, progress: bool) -> list:
+    "The train and validation tokens of `cfg`; `ConfigError` unless each holds a window of `seq_len + 1` tokens."
+    streams = [load_tokens(cfg.corpus, split, cfg.vocab_size, progress=progress) for split in ("train", "validation")]
+    for split, tokens in zip(("train", "validation"), streams):
+        if len(tokens) <= cfg.seq_len:
+            raise ConfigError([("seq_len", f"{cfg.seq_len} does not fit the {split} split of corpus {cfg.corpus!r} "
+                                           f"({len(tokens)} tokens), which must hold seq_len + 1 tokens; lower seq_len "
+                                           "or give a larger corpus")])
+    return streams
+
 # %% ../nbs/07_train.ipynb #9369578c
 class Trainer:
     "One training run of `cfg` in `out_dir`: resumes the checkpoint there, or starts afresh (always, with `force`)."
 
     def __init__(self, cfg: TrainConfig, out_dir: str | Path, force: bool = False, progress: bool = True):
-        self.cfg, self.out_dir = cfg, Path(out_dir)
+        self.cfg, self.out_dir = cfg, Path(out_dir).resolve()
         self.device = _device(cfg.device)
         self.joined_group = _join_process_group(self.device)
         self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
@@ -85,12 +104,7 @@ class Trainer:
         self.is_main = self.rank == 0
         meta = None if force else read_meta(self.out_dir)
         if meta: check_same_config(meta, cfg, self.out_dir)
-        if self.is_main:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-            if force: _remove_run_files(self.out_dir)
-            truncate_metrics(self.metrics_path, meta["step"] if meta else 0)
-        self.train_tokens, self.val_tokens = (load_tokens(cfg.corpus, split, cfg.vocab_size, progress=progress and self.is_main)
-                                              for split in ("train", "validation"))
+        self.train_tokens, self.val_tokens = _token_streams(cfg, progress and self.is_main)
 
         torch.manual_seed(cfg.seed)  # the same initial weights in every process
         self.model = TransformerLM(cfg.model_config()).to(self.device)
@@ -111,17 +125,23 @@ class Trainer:
         self.val_batches = [lm_batch(self.val_tokens, cfg, i, stream=_EVAL) for i in range(cfg.eval_batches)]
         self.bar = tqdm(total=cfg.max_steps, initial=self.step, unit="step", desc=self.out_dir.name, dynamic_ncols=True,
                         disable=not (progress and self.is_main))
+        if self.is_main:
+            self._prepare_folder(meta, force)
 
     @property
     def metrics_path(self) -> Path:
         return self.out_dir / "metrics.jsonl"
 
-
-def _remove_run_files(out_dir: Path):
-    "Delete the files a run writes in `out_dir` (and nothing else there)."
-    for path in [out_dir / "meta.json", out_dir / "metrics.jsonl", *out_dir.glob("model-*.safetensors"),
-                 *out_dir.glob("optimizer-*.pt")]:
-        path.unlink(missing_ok=True)
+# %% ../nbs/07_train.ipynb #c1aecfa4
+@patch
+def _prepare_folder(self: Trainer, meta: dict | None, force: bool):
+    "Create the run folder; clear what a kill left there (with `force`, the whole run); drop log lines past the checkpoint."
+    self.out_dir.mkdir(parents=True, exist_ok=True)
+    if force:
+        for name in ("meta.json", "metrics.jsonl"):
+            (self.out_dir / name).unlink(missing_ok=True)
+    remove_unreferenced(self.out_dir)
+    truncate_metrics(self.metrics_path, meta["step"] if meta else 0)
 
 # %% ../nbs/07_train.ipynb #0e9a4f4d
 @patch
@@ -231,9 +251,20 @@ def close(self: Trainer):
         dist.destroy_process_group()
 
 # %% ../nbs/07_train.ipynb #4811bf00
+class TrainingInterrupted(KeyboardInterrupt):
+    "Ctrl-C during training: `steps_done`, and `checkpoint` the step of the last checkpoint (None: none yet) in `out_dir`."
+
+    def __init__(self, out_dir: Path, steps_done: int, checkpoint: int | None, resume: str = "train(cfg, out_dir)"):
+        self.out_dir, self.steps_done, self.checkpoint = out_dir, steps_done, checkpoint
+        kept = (f"the last checkpoint is step {checkpoint}, in {out_dir}; {resume} resumes from it"
+                if checkpoint is not None else f"no checkpoint had been written yet; {resume} starts the run again")
+        super().__init__(f"interrupted in step {steps_done + 1}; {kept}.")
+
+# %% ../nbs/07_train.ipynb #d5ab2147
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = False, progress: bool = True) -> Run:
     "Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a finished one."
-    out_dir = Path(out_dir) if out_dir is not None else run_dir(cfg)
+    out_dir = Path(out_dir if out_dir is not None else run_dir(cfg)).resolve()  # one lock per folder, whatever its name
+    check_run_folder(out_dir)
     is_main = int(os.environ.get("RANK", 0)) == 0
     # Notebooks run side by side (nbdev_test, papermill) may ask for the same run: one trains it, the others reuse it.
     # Only rank 0 locks: the other ranks of a DDP job write nothing and must not wait on rank 0's collectives.
@@ -245,37 +276,47 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
                 print(f"{out_dir}: this config finished training ({meta['step']} steps); reusing it. "
                       "Pass --force (train(..., force=True)) to retrain.")
             return load_run(out_dir)
-        trainer = Trainer(cfg, out_dir, force=force, progress=progress)
-        if trainer.is_main and meta:
-            print(f"{out_dir}: resuming from step {meta['step']} of {cfg.max_steps}.")
+        created, trainer = not out_dir.exists(), None
         try:
-            trainer.fit()
-        finally:
-            trainer.close()
+            trainer = Trainer(cfg, out_dir, force=force, progress=progress)
+            if trainer.is_main and meta:
+                print(f"{out_dir}: resuming from step {meta['step']} of {cfg.max_steps}.")
+            try:
+                trainer.fit()
+            finally:
+                trainer.close()
+        except BaseException as e:
+            if created and is_main and not (out_dir / "meta.json").exists():
+                shutil.rmtree(out_dir, ignore_errors=True)  # a start that failed leaves no folder behind
+            if isinstance(e, KeyboardInterrupt) and not isinstance(e, TrainingInterrupted):
+                done = trainer.step if trainer else meta["step"] if meta else 0
+                raise TrainingInterrupted(out_dir, done, (read_meta(out_dir) or {}).get("step")) from None
+            raise
         return Run(cfg, out_dir, trainer.model.cpu().eval(), trainer.step, trainer.finished)
 
 # %% ../nbs/07_train.ipynb #b8092e4b
 def main(argv: list[str] | None = None) -> int:
-    "The `posenc-train` command."
+    "The `posenc-train` command; returns its exit status."
     parser = argparse.ArgumentParser(
         prog="posenc-train", description="Train (or resume) one positional-encoding language model.",
         epilog=f"Config keys, as key=value (values read as YAML), e.g. pos_encoding=alibi lr=3e-3: "
-               f"{', '.join(f.name for f in fields(TrainConfig))}. Presets (preset=NAME): {', '.join(TRAIN_PRESETS)}.")
+               f"{', '.join(f.name for f in fields(TrainConfig))}. Presets (preset=NAME): {', '.join(TRAIN_PRESETS)}. "
+               f"{EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config keys on top of --config")
     parser.add_argument("--config", type=Path, help="YAML file of config keys (may name a preset)")
     parser.add_argument("--out", type=Path, help="run folder (default: runs/<encoding>-<objective>-<config hash>)")
     parser.add_argument("--force", action="store_true", help="discard the run in --out and train from scratch")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
-    try:
+
+    def body():
         cfg = load_config(args.config, **parse_overrides(args.overrides))
-        run = train(cfg, args.out, force=args.force, progress=not args.no_progress)
-    except ConfigError as e:
-        print(f"posenc-train: {e}", file=sys.stderr)
-        return 2
-    except (CheckpointError, TrainingDiverged) as e:
-        print(f"posenc-train: {e}", file=sys.stderr)
-        return 1
-    if int(os.environ.get("RANK", 0)) == 0:
-        print(f"{run.out_dir}: step {run.step}, metrics in {run.out_dir / 'metrics.jsonl'}")
-    return 0
+        try:
+            run = train(cfg, args.out, force=args.force, progress=not args.no_progress)
+        except TrainingInterrupted as e:  # the command that resumes: these arguments, the folder, no --force
+            again = ["posenc-train", *(["--config", str(args.config)] if args.config else []), "--out", str(e.out_dir),
+                     *args.overrides]
+            raise TrainingInterrupted(e.out_dir, e.steps_done, e.checkpoint, resume=f"`{shlex.join(again)}`") from None
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(f"{run.out_dir}: step {run.step}, metrics in {run.out_dir / 'metrics.jsonl'}")
+    return run_command("posenc-train", body)

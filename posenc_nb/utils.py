@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,8 +22,8 @@ import torch
 import posenc_nb
 
 # %% auto #0
-__all__ = ['REPO_ROOT', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256', 'atomic_write', 'write_json', 'positive_int',
-           'closest', 'suggest', 'model_device', 'frozen']
+__all__ = ['REPO_ROOT', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256', 'atomic_write',
+           'write_json', 'positive_int', 'closest', 'suggest', 'model_device', 'frozen', 'disk_full', 'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -109,3 +112,43 @@ def frozen(model):
             yield model
     finally:
         model.train(was_training)
+
+# %% ../nbs/02_utils.ipynb #844f1507
+EXIT_CODES = {0: "done",
+              1: "a run, data cache or notebook that cannot go on (the message names the file and what to do)",
+              2: "bad input: a config key or value, an argument, a corpus name",
+              130: "interrupted (Ctrl-C)"}
+EXIT_STATUS = ("Exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
+               + ". Errors are one paragraph; POSENC_DEBUG=1 shows the traceback instead.")
+
+
+def disk_full(error: BaseException, folder: str | Path | None = None) -> bool:
+    "Whether `error` came from a full disk: ENOSPC, or a writer's error while `folder`'s disk has under 1 MiB free."
+    if getattr(error, "errno", None) == errno.ENOSPC or "No space left on device" in str(error):
+        return True
+    return folder is not None and Path(folder).is_dir() and shutil.disk_usage(folder).free < 1 << 20
+
+
+def _describe(error: Exception) -> str:
+    "One paragraph about `error` for a command's user."
+    if disk_full(error):
+        return (f"the disk is full ({error}). Free some space (`df -h` shows where) and rerun the same command: "
+                "what was finished is kept, and a run resumes from its last checkpoint.")
+    if isinstance(error, (ValueError, RuntimeError, OSError)):  # the project's errors, each written for the user
+        return str(error)
+    return f"unexpected {type(error).__name__}: {error}. Rerun with POSENC_DEBUG=1 for the traceback, and report it."
+
+
+def run_command(prog: str, body) -> int:
+    "Run `body()` as the command `prog`: returns its status from `EXIT_CODES`, with any error as one paragraph on stderr."
+    try:
+        body()
+        return 0
+    except KeyboardInterrupt as interrupt:
+        code, message = 130, str(interrupt) or "interrupted; caches and runs are only used once complete, so rerun to go on."
+    except Exception as error:
+        if os.environ.get("POSENC_DEBUG"):
+            raise
+        code, message = 2 if isinstance(error, ValueError) else 1, _describe(error)
+    print(f"{prog}: {message}", file=sys.stderr)
+    return code

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from posenc_nb.attention import attention_maps, permutation_gap, plot_attention_grid, shuffle_words
+from posenc_nb.encodings import ENCODINGS, PositionalEncoding
 from posenc_nb.tokens import train_tokenizer
 from posenc_nb.evaluate import loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
@@ -125,6 +126,22 @@ def test_learned_beyond_max_len_is_an_error_outside_perplexity(call, models, tok
     message = error_message(lambda: call(model, small_tokens(tokens, model.config.vocab_size), tokenizer))
     assert f"max_len={MAX_LEN}" in message, message  # the limit
     assert number_in(2 * MAX_LEN, message), message  # the length asked for (" cat" is one token)
+
+
+def test_a_length_limit_is_read_from_the_encoding(tokens, monkeypatch):
+    "Any encoding that declares a `length_limit` is treated as learned positions are: no name is special-cased."
+    class Window(PositionalEncoding):
+        "A toy with no positions past max_len."
+
+        name, label, color, length_limit = "window", "Window (toy)", "#17becf", True
+
+    monkeypatch.setitem(ENCODINGS, "window", Window)
+    model = tiny("window")
+    t = small_tokens(tokens, model.config.vocab_size)
+    df = perplexity_by_length(model, t, [MAX_LEN, 2 * MAX_LEN], max_tokens=256)
+    assert df.perplexity.notna().tolist() == [True, False] and f"max_len={MAX_LEN}" in df.note[1]
+    message = error_message(lambda: loss_by_position(model, t, 2 * MAX_LEN))
+    assert f"max_len={MAX_LEN}" in message and "Window (toy)" in message, message
 
 
 def test_too_few_tokens_for_the_context(models, tokens):

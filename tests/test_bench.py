@@ -18,7 +18,7 @@ def posenc_bench(*args: str) -> str:
     return report
 
 
-@pytest.mark.parametrize("arg, key", [("encodings=[t5]", "encodings"), ("sections=[speed]", "sections"),
+@pytest.mark.parametrize("arg, key", [("encodings=[t6]", "encodings"), ("sections=[speed]", "sections"),
                                       ("train_profile=tiny", "train_profile"), ("stepz=3", "stepz"), ("steps", "steps")])
 def test_bad_argument_is_refused_naming_the_key(capsys, arg, key):
     with pytest.raises(SystemExit) as exit_info:
@@ -29,9 +29,10 @@ def test_bad_argument_is_refused_naming_the_key(capsys, arg, key):
 
 def test_tiny_run_writes_the_report(tmp_path):
     report = posenc_bench("sections=[train, eval]", "preset=cpu-tiny", "batch_size=2", "seq_len=16", "steps=1",
-                          "lengths=[16, 32]", "repeats=1", "encodings=[nopos, learned, alibi]", "--out", str(tmp_path / "bench.md"))
-    assert "| 32 | alibi |" in report and "| 32 | learned |" not in report  # learned stops at its max_len
-    assert "training step within 10% of NoPos" in report and "ALiBi at T=32 within 2x NoPos" in report
+                          "lengths=[16, 32]", "repeats=1", "encodings=[nopos, learned, alibi, t5]", "--out", str(tmp_path / "bench.md"))
+    assert "| 32 | alibi |" in report and "| 32 | t5 |" in report and "| 32 | learned |" not in report  # learned stops at max_len
+    assert "training step within 10% of NoPos" in report and "training step at least 0.85x NoPos" in report
+    assert "ALiBi at T=32 within 2x NoPos" in report and "T5 bias at T=32 within 2x NoPos" in report
     assert "### Trainer" not in report and "trainer bookkeeping" not in report  # a section not asked for
 
 

@@ -25,7 +25,7 @@ from posenc_nb.tokens import (EOS_ID, document_lengths, load_tokenizer, load_tok
                               train_batch, train_tokenizer)
 from posenc_nb.utils import sha256_file
 
-CLI = [sys.executable, "-c", "from posenc_nb.tokens import main; main()"]
+CLI = [sys.executable, "-c", "import sys; from posenc_nb.tokens import main; sys.exit(main())"]
 
 
 @pytest.fixture
@@ -207,7 +207,8 @@ def test_cli_fetch_builds_and_reports(tmp_path):
     assert re.search(r"validation\s+1\s+\d+\s+\d+", done.stdout), done.stdout
     assert len(list((tmp_path / "data" / "tokens").glob("*/*.npy"))) == 3
     bad = subprocess.run([*CLI, "fetch", "--corpus", "no-such-corpus"], env=env, capture_output=True, text=True)
-    assert bad.returncode == 1 and "'no-such-corpus'" in bad.stderr, bad.stderr
+    assert bad.returncode == 2 and "'no-such-corpus'" in bad.stderr, bad.stderr  # bad input
+    assert "Traceback" not in bad.stderr
     usage = subprocess.run(CLI, env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "fetch" in usage.stderr
 

@@ -13,16 +13,18 @@ from nbdev.test import _keep_file
 
 from posenc_nb.probe import random_mad
 from posenc_nb.config import PROFILES
-from posenc_nb.reproduce import experiment_notebooks, notebook_parameters, parameters_source
+from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, committed_figures, experiment_notebooks,
+                                 notebook_parameters, parameters_source, run_notebook)
 from posenc_nb.utils import REPO_ROOT
 
-CLI = [sys.executable, "-c", "from posenc_nb.reproduce import main; main()"]
+CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
 SMOKE = PROFILES["smoke"]
 ENCODINGS = SMOKE["encodings"]
 
 # Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
 FIGURES = ["extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
-           "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order"]
+           "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
+           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions"]
 TABLES = {
     "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
     "attention_heatmaps": ["attention", "text", "query_token", "key_token", "weight"],
@@ -35,6 +37,11 @@ TABLES = {
     "mlm_control": ["encoding", "objective", "perplexity"],
     "loss_by_position": ["encoding", "bucket", "loss"],
     "word_order": ["encoding", "target_index", "loss_intact", "loss_shuffled"],
+    "counting_entropy": ["model", "layer", "head", "position", "entropy", "uniform_entropy"],
+    "counting_spread": ["model", "layer", "position", "tokens_seen", "spread", "norm"],
+    "counting_spread_fits": ["model", "layer", "law", "p", "a", "rms_log_error"],
+    "counting_probes": ["model", "layer", "features", "mad", "random_mad"],
+    "counting_interventions": ["intervention", "layer", "mad", "perplexity"],
 }
 
 
@@ -139,20 +146,42 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["first.txt", "notebooks"]  # the failed notebook published nothing
 
 
-def test_real_notebook_failing_part_way(tmp_path):
-    "A real experiment notebook given a corpus that does not exist fails in its first working cell, and says so."
-    done = run_cli("--profile", "smoke", "--only", "08", "corpus=no-such-corpus", "--out", str(tmp_path / "f"),
-                   runs_dir=tmp_path / "runs")
-    assert done.returncode == 1
-    assert "08_appendix failed at cell 3 (`from pathlib import Path`)" in done.stderr
-    assert "no-such-corpus" in done.stderr
+def test_real_notebook_checks_its_parameters_first(tmp_path):
+    "Run by hand (papermill), a real experiment notebook refuses a bad parameter in its first working cell, naming it."
+    notebook = EXPERIMENTS_DIR / "08_appendix.ipynb"
+    params = dict(notebook_parameters(notebook, dict(SMOKE, profile="smoke", out_dir=str(tmp_path / "f"))),
+                  corpus="no-such-corpus")
+    with pytest.raises(ReproductionError) as error:
+        run_notebook(notebook, tmp_path / "executed.ipynb", params)
+    assert error.value.cell == 3 and "corpus" in str(error.value) and "no-such-corpus" in str(error.value)
+    assert not (tmp_path / "f").exists()
+
+
+def test_hand_run_never_overwrites_the_committed_figures(tmp_path):
+    "The README's papermill example aimed at the committed folder with other eval_lengths: refused before anything runs."
+    before = {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()}
+    notebook = EXPERIMENTS_DIR / "01_extrapolation.ipynb"
+    with pytest.raises(ReproductionError) as error:
+        run_notebook(notebook, tmp_path / "executed.ipynb", {"eval_lengths": [64, 128, 256, 512]})  # out_dir: ../../figures
+    assert error.value.cell == 3 and "out_dir" in str(error.value) and "eval_lengths" in str(error.value)
+    assert {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()} == before
+
+
+def test_driver_refuses_other_results_in_the_committed_folder(tmp_path):
+    before = {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()}
+    for args in (["--profile", "smoke", "--out", str(committed_figures())], ["--only", "08", "seeds=[0,1]"]):
+        done = run_cli(*args, runs_dir=tmp_path / "runs", timeout=120)
+        assert done.returncode == 2 and "--replace" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()} == before
+    assert not (tmp_path / "runs").exists()  # nothing trained
 
 
 @pytest.mark.parametrize("args, status, message", [
     (["--profile", "laptop"], 2, "invalid choice: 'laptop'"),
-    (["--only", "99_nothing"], 1, "No experiment notebook named '99_nothing'; choose from ['01_extrapolation'"),
-    (["seeds"], 1, "seeds: expected key=value"),
-    (["eval_lenghts=[0]"], 1, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
+    (["--only", "99_nothing"], 2, "No experiment notebook named '99_nothing'; choose from ['01_extrapolation'"),
+    (["seeds"], 2, "seeds: expected key=value"),
+    (["eval_lenghts=[0]"], 2, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
+    (["eval_lengths=[64, 256]"], 2, "eval_lengths: [64, 256] omit the training length 128"),
 ])
 def test_cli_bad_input(tmp_path, args, status, message):
     done = run_cli(*args, runs_dir=tmp_path / "runs", timeout=120)

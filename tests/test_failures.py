@@ -1,0 +1,412 @@
+"""Failure modes, class by class: bad input to the commands, damaged run files, damaged data caches, interrupted and
+failed writes (a full disk, Ctrl-C, what a kill -9 leaves), two trainings into one folder, and misuse of the library.
+
+Each test asserts the exit status or the exception type, the facts the message carries (the file, the key, the remedy),
+and that no file was lost or changed. The commands run in-process through their `main`, which is what the console
+scripts call, except where a second process is the point. Models are tiny, so the module runs in a few minutes."""
+
+import errno
+import json
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import numpy as np
+import pytest
+import torch
+
+import posenc_nb.train
+from posenc_nb import reproduce, tokens
+from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, read_metrics
+from posenc_nb.config import PROFILES, ConfigError, TrainConfig
+from posenc_nb.reproduce import check_parameters
+from posenc_nb.tokens import load_tokens, tokens_path
+from posenc_nb.train import Trainer, TrainingInterrupted, train
+from test_train import POSENC_TRAIN, TINY, partial_run, runs_root, weights, write_config  # noqa: F401 (runs_root: a fixture)
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory) -> dict:
+    "The weights of the TINY run trained start to finish without incident (on one thread, as every test trains)."
+    out, threads = tmp_path_factory.mktemp("uninterrupted") / "run", torch.get_num_threads()
+    torch.set_num_threads(1)
+    train(TrainConfig(**TINY), out, progress=False)
+    torch.set_num_threads(threads)
+    return weights(out)
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    "Every file under `folder` (but lock files, which are empty and only ever created) and its bytes."
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix != ".lock"}
+
+
+def command(main, args, capsys) -> tuple[int, str]:
+    "Run a command's `main`: its exit status and stderr, which must hold a message and no traceback."
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    assert code == 0 or err.strip(), "a failing command must say why"
+    return code, err
+
+
+def posenc_train(args, capsys) -> tuple[int, str]:
+    return command(posenc_nb.train.main, [*args, "--no-progress"], capsys)
+
+
+def flip_middle(path: Path):
+    "Overwrite four bytes in the middle of `path`: the file still parses, its numbers are wrong."
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2 : len(data) // 2 + 4] = b"\xff\xff\xff\xff"
+    path.write_bytes(bytes(data))
+
+
+def write_documents(folder: Path, n: int = 5, lines: int = 30) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (folder / f"doc{i}.txt").write_text("".join(f"Line {j} of document {i}: the quick brown fox.\n" for j in range(lines)))
+    return folder
+
+
+# --- bad input: exit status 2, nothing created ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("override, facts", [
+    ("corpus=no-such-corpus", ["'no-such-corpus'", "shakespeare"]),  # the name, and the ones that exist
+    ("vocab_size=100", ["vocab_size", "100"]),
+    ("grad_accum=0", ["grad_accum"]),
+    ("lr=.inf", ["lr", "inf"]),
+    ("learning_rate=1e-3", ["learning_rate", "'lr'"]),
+    ("seq_len=200000", ["seq_len", "200000", "validation"]),  # longer than the corpus' validation split
+    ("device=cuda:7", ["device", "cuda:7", "device=cpu"]),
+])
+def test_bad_input_to_posenc_train(tmp_path, capsys, override, facts):
+    if override.startswith("device") and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    out = tmp_path / "run"
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, override], capsys)
+    assert code == 2, err
+    assert all(fact in err for fact in facts), err
+    assert not out.exists()  # a failed start leaves no run folder
+
+
+def test_bad_config_file_and_bad_out_folder(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "bad.yaml"
+    config.write_bytes(b"lr: \xff\n")  # not UTF-8
+    code, err = posenc_train(["--config", config, "--out", tmp_path / "run"], capsys)
+    assert code == 2 and str(config) in err, err
+
+    work = tmp_path / "work"  # a folder of other things, e.g. a source tree, given as --out . or --out ''
+    work.mkdir()
+    (work / "notes.txt").write_text("mine")
+    monkeypatch.chdir(work)
+    for out in (".", ""):
+        code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out], capsys)
+        assert code == 2 and "notes.txt" in err and "--out" in err, err
+    assert snapshot(work) == {"notes.txt": b"mine"}
+
+
+def test_bad_input_to_the_other_commands(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    code, err = command(tokens.main, ["fetch", "--corpus", "no-such-corpus", "--quiet"], capsys)
+    assert code == 2 and "'no-such-corpus'" in err, err
+    code, err = command(reproduce.main, ["--profile", "smoke", "seeds=[]", "--out", tmp_path / "figs"], capsys)
+    assert code == 2 and "seeds" in err, err
+    assert not (tmp_path / "figs").exists()
+
+
+@pytest.mark.parametrize("main", [posenc_nb.train.main, reproduce.main, tokens.main])
+def test_help_documents_the_exit_codes(capsys, main):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps the epilog
+    assert all(re.search(rf"\b{code}\b", text) for code in (0, 1, 2, 130)) and "POSENC_DEBUG" in text, text
+
+
+def test_debug_variable_shows_the_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSENC_DEBUG", "1")
+    with pytest.raises(ValueError, match="no-such-corpus"):
+        posenc_nb.train.main(["--config", str(write_config(tmp_path / "tiny.yaml")), "--out", str(tmp_path / "run"), "corpus=no-such-corpus"])
+
+
+# --- damaged run files: exit status 1, nothing changed -------------------------------------------------------------
+
+def test_changed_weights_of_a_finished_run_are_caught(tmp_path, capsys):
+    "Four bytes overwritten mid-file used to load as a NaN weight, reused without a word."
+    out = tmp_path / "run"
+    cfg = TrainConfig(**TINY)
+    train(cfg, out, progress=False)
+    model_file = out / read_meta(out)["files"]["model"]
+    flip_middle(model_file)
+    before = snapshot(out)
+    for reuse in (lambda: train(cfg, out, progress=False), lambda: load_run(out)):
+        with pytest.raises(CheckpointError) as error:
+            reuse()
+        assert str(model_file) in str(error.value) and "sha256" in str(error.value), error.value
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out], capsys)
+    assert code == 1 and str(model_file) in err and "--force" in err, err
+    assert snapshot(out) == before
+
+
+def test_changed_optimizer_state_stops_the_resume(tmp_path):
+    out = tmp_path / "run"
+    cfg = partial_run(out)
+    optimizer_file = out / read_meta(out)["files"]["optimizer"]
+    flip_middle(optimizer_file)
+    before = snapshot(out)
+    with pytest.raises(CheckpointError, match=re.escape(str(optimizer_file))):
+        train(cfg, out, progress=False)
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize("edit, key", [
+    (lambda meta: dict(meta, step="ten"), "step"),
+    (lambda meta: dict(meta, finished="yes"), "finished"),
+    (lambda meta: dict(meta, files=dict(meta["files"], model="../elsewhere/model.safetensors")), "files.model"),
+    (lambda meta: {k: v for k, v in meta.items() if k != "config"}, "config"),
+    (lambda meta: [meta], "mapping"),
+])
+def test_hand_edited_meta_is_refused(tmp_path, edit, key):
+    out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    cfg = TrainConfig(**TINY)
+    train(cfg, out, progress=False)
+    elsewhere.mkdir()  # a copy of the weights outside the run folder: a record naming it must not be followed
+    shutil.copy(out / read_meta(out)["files"]["model"], elsewhere / "model.safetensors")
+    meta_path = out / "meta.json"
+    meta_path.write_text(json.dumps(edit(json.loads(meta_path.read_text()))))
+    before = snapshot(tmp_path)
+    for use in (lambda: train(cfg, out, progress=False), lambda: load_run(out)):
+        with pytest.raises(CheckpointError) as error:
+            use()
+        assert str(meta_path) in str(error.value) and key in str(error.value), error.value
+    assert snapshot(tmp_path) == before
+
+
+def test_damaged_metrics_line_does_not_stop_the_resume(tmp_path, uninterrupted):
+    out = tmp_path / "run"
+    cfg = partial_run(out, steps=6)
+    with open(out / "metrics.jsonl", "ab") as log:
+        log.write(b'{"step": 7, "train_loss": \xff\xfe}\n[1, 2]\n')  # not UTF-8; not a line of the log
+    run = train(cfg, out, progress=False)
+    assert run.finished and read_metrics(out).step.tolist() == list(range(1, TINY["max_steps"] + 1))
+    assert same(weights(out), uninterrupted)
+
+
+# --- damaged data caches -------------------------------------------------------------------------------------------
+
+def test_damaged_token_cache_stops_training(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    docs = write_documents(tmp_path / "docs", n=5, lines=200)
+    load_tokens(str(docs), "train", vocab_size=300, progress=False)
+    stored = tokens_path(str(docs), "train", 300)
+    flip_middle(stored)
+    before = snapshot(tmp_path / "data")
+    out = tmp_path / "run"
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, f"corpus={docs}", "vocab_size=300"], capsys)
+    assert code == 1 and str(stored.parent) in err and "posenc-data fetch" in err, err  # what to delete, what rebuilds it
+    assert not out.exists() and snapshot(tmp_path / "data") == before
+
+
+def test_offline_hub_corpus_stops_training_at_once(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "run"
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, "corpus=wikitext-2"], capsys)
+    assert code == 1 and "HF_HUB_OFFLINE" in err and "shakespeare" in err, err
+    assert not out.exists()
+
+
+# --- interrupted and failed writes ---------------------------------------------------------------------------------
+
+def filling_the_disk(error: Exception, on_call: int):
+    "A `torch.save` whose call number `on_call` writes half a file and fails as a full disk does."
+    calls, real_save = [], torch.save
+
+    def save(obj, path, *args, **kwargs):
+        calls.append(path)
+        if len(calls) < on_call:
+            return real_save(obj, path, *args, **kwargs)
+        Path(path).write_bytes(b"\0" * 1000)
+        raise error
+    return save
+
+
+@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
+                                   RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 662")])
+def test_full_disk_while_checkpointing(tmp_path, capsys, monkeypatch, uninterrupted, error):
+    "torch reports a full disk without an errno (second case): the free space tells."
+    out = tmp_path / "run"
+    config = write_config(tmp_path / "tiny.yaml")
+    monkeypatch.setattr(torch, "save", filling_the_disk(error, on_call=2))  # the checkpoint of step 6
+    if isinstance(error, RuntimeError):
+        real_usage = shutil.disk_usage
+        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=4096))
+    code, err = posenc_train(["--config", config, "--out", out], capsys)
+    assert code == 1 and "disk is full" in err and "step 6" in err and "step 3" in err, err
+    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "metrics.jsonl", "model-0000003.safetensors",
+                                                     "optimizer-0000003.pt"]  # no temporary, no unreferenced file
+    monkeypatch.undo()  # space was freed
+    monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
+    code, err = posenc_train(["--config", config, "--out", out], capsys)
+    assert code == 0 and same(weights(out), uninterrupted)
+
+
+def test_full_disk_while_building_a_token_cache(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    docs = write_documents(tmp_path / "docs")
+
+    def half_then_full(file, array, *args, **kwargs):
+        (open(file, "wb") if isinstance(file, (str, Path)) else file).write(b"\x93NUMPY")
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(np, "save", half_then_full)
+    code, err = command(tokens.main, ["fetch", "--corpus", docs, "--vocab-size", "300", "--quiet"], capsys)
+    assert code == 1 and "disk is full" in err, err
+    token_files = [p.name for p in (tmp_path / "data" / "tokens").rglob("*") if p.is_file()]
+    assert [name for name in token_files if not name.endswith(".lock")] == []  # nothing half-written kept
+
+
+def test_what_a_kill_leaves_is_cleared_on_resume_and_on_force(tmp_path, uninterrupted):
+    strays = [".model-0000006.safetensors.tmp99999", ".optimizer-0000006.pt.tmp99999", ".meta.json.tmp99999",
+              "model-0000006.safetensors"]
+    final = ["meta.json", "metrics.jsonl", "model-0000012.safetensors", "optimizer-0000012.pt"]
+    for force in (False, True):
+        out = tmp_path / f"run-{force}"
+        cfg = partial_run(out)
+        for name in strays:
+            (out / name).write_bytes(b"half")
+        train(cfg, out, force=force, progress=False)
+        assert sorted(p.name for p in out.iterdir()) == final
+        assert same(weights(out), uninterrupted)
+
+
+def interrupt_in_step(number: int):
+    "A `Trainer.train_step` that Ctrl-C interrupts in step `number` (counted from 1)."
+    train_step = Trainer.train_step
+
+    def step(self, index):
+        if index == number - 1:
+            raise KeyboardInterrupt
+        return train_step(self, index)
+    return step
+
+
+def test_ctrl_c_says_where_and_how_to_resume(tmp_path, capsys, monkeypatch, uninterrupted):
+    out = tmp_path / "run"
+    monkeypatch.setattr(Trainer, "train_step", interrupt_in_step(8))
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, "seed=0"], capsys)
+    assert code == 130 and "step 8" in err and "step 6" in err, err  # where it stopped, the last checkpoint
+    assert read_meta(out)["step"] == 6
+    resume = re.search(r"`(posenc-train [^`]+)`", err).group(1)  # the command that resumes
+    monkeypatch.undo()
+    monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
+    code, err = posenc_train(shlex.split(resume)[1:], capsys)
+    assert code == 0 and same(weights(out), uninterrupted)
+
+
+def test_ctrl_c_before_the_first_checkpoint_leaves_no_folder(tmp_path, monkeypatch):
+    out = tmp_path / "run"
+    monkeypatch.setattr(Trainer, "train_step", interrupt_in_step(2))
+    with pytest.raises(TrainingInterrupted) as interrupt:
+        train(TrainConfig(**TINY), out, progress=False)
+    assert (interrupt.value.steps_done, interrupt.value.checkpoint) == (1, None)
+    assert not out.exists()
+
+
+def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatch):
+    experiments = tmp_path / "experiments"
+    experiments.mkdir()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]})]
+    nbformat.write(nb, experiments / "01_only.ipynb")
+
+    def interrupted(notebook, output, parameters):
+        Path(parameters["out_dir"]).mkdir(parents=True)
+        (Path(parameters["out_dir"]) / "half.csv").write_text("a\n")
+        raise KeyboardInterrupt
+    monkeypatch.setattr(reproduce, "run_notebook", interrupted)
+    out = tmp_path / "figs"
+    code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments], capsys)
+    assert code == 130 and "01_only" in err, err
+    assert not [p for p in out.rglob("*") if p.is_file()]  # the interrupted notebook published nothing
+
+
+# --- two processes, one folder -------------------------------------------------------------------------------------
+
+def test_lock_is_taken_on_the_resolved_folder(tmp_path, monkeypatch):
+    locked, real_lock = [], posenc_nb.train.file_lock
+    monkeypatch.setattr(posenc_nb.train, "file_lock", lambda path: locked.append(path) or real_lock(path))
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    cfg = TrainConfig(**{**TINY, "max_steps": 3})
+    train(cfg, tmp_path / "link", progress=False)
+    train(cfg, tmp_path / "x" / ".." / "real", progress=False)
+    assert locked == [real.resolve()] * 2
+
+
+def test_two_trainings_through_a_symlink_take_turns(tmp_path):
+    "Before: both trained at once, and metrics.jsonl interleaved two configs under one meta.json."
+    real, link = tmp_path / "real", tmp_path / "link"
+    real.mkdir()
+    link.symlink_to(real)
+    keys = {**TINY, "max_steps": 150, "checkpoint_interval": 150, "eval_interval": 50}
+    jobs = [subprocess.Popen([str(POSENC_TRAIN), "--config", str(write_config(tmp_path / "tiny.yaml", **keys)), "--out", str(out),
+                              f"lr={lr}", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for out, lr in ((real, 3e-3), (link, 2e-3))]
+    results = [(job.wait(timeout=300), job.stderr.read()) for job in jobs]
+    assert sorted(code for code, _ in results) == [0, 1], results  # one trained; the other waited, then refused
+    loser = next(err for code, err in results if code == 1)
+    assert "another config" in loser and "Traceback" not in loser, loser
+    winner_lr = (3e-3, 2e-3)[[code for code, _ in results].index(0)]
+    assert read_meta(real)["config"]["lr"] == winner_lr
+    assert read_metrics(real).step.tolist() == list(range(1, 151))  # one config's log, each step once
+
+
+# --- the library, misused ------------------------------------------------------------------------------------------
+
+def test_checkpoint_on_every_interval_not_only_on_logging_steps(tmp_path):
+    "Before: a checkpoint was written only on steps that also logged or evaluated."
+    out = tmp_path / "run"
+    trainer = Trainer(TrainConfig(**{**TINY, "checkpoint_interval": 3, "log_interval": 5, "eval_interval": 10}), out,
+                      progress=False)
+    trainer.fit(4)
+    assert read_meta(out)["step"] == 3
+    trainer.fit(3)
+    trainer.close()
+    assert read_meta(out)["step"] == 6
+
+
+def test_run_folder_arguments(tmp_path, monkeypatch):
+    cfg = TrainConfig(**TINY)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ConfigError) as error:
+        train(cfg, tmp_path / "a-file", progress=False)
+    assert error.value.keys == ["out"]
+    with pytest.raises(CheckpointError, match="no meta.json"):
+        load_run(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError, match="a-file"):
+        train(cfg, "", progress=False)  # the current folder, which holds other things
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.parametrize("name, value, facts", [
+    ("eval_lengths", [16, 64], ["32"]),  # omits the training length
+    ("seeds", [], ["seeds"]),
+    ("table_encodings", ["learned", "alibi"], ["nopos"]),
+    ("train_lengths", [48], ["48", "128"]),  # does not divide 32 x 4 tokens
+    ("shuffled_sentence", "The dog sat", ["The dog sat"]),
+    ("model_sizes", {"odd": {"d_model": 33}}, ["model_sizes", "33"]),  # not a multiple of the heads
+    ("corpus", "no-such-corpus", ["no-such-corpus"]),
+    ("eval_tokens", 0, ["eval_tokens"]),
+])
+def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
+    with pytest.raises(ConfigError) as error:
+        check_parameters(dict(PROFILES["smoke"], profile="smoke", **{name: value}))
+    assert error.value.keys == [name] and all(fact in str(error.value) for fact in facts), error.value
