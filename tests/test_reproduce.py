@@ -13,6 +13,7 @@ from nbdev.test import _keep_file
 
 from posenc_nb.probe import random_mad
 from posenc_nb.config import PROFILES
+from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, committed_figures, experiment_notebooks,
                                  notebook_parameters, parameters_source, run_notebook)
 from posenc_nb.utils import REPO_ROOT
@@ -24,7 +25,7 @@ ENCODINGS = SMOKE["encodings"]
 # Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
 FIGURES = ["extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
-           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions"]
+           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper"]
 TABLES = {
     "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
     "attention_heatmaps": ["attention", "text", "query_token", "key_token", "weight"],
@@ -42,6 +43,9 @@ TABLES = {
     "counting_spread_fits": ["model", "layer", "law", "p", "a", "rms_log_error"],
     "counting_probes": ["model", "layer", "features", "mad", "random_mad"],
     "counting_interventions": ["intervention", "layer", "mad", "perplexity"],
+    "beyond_perplexity": ["encoding", "variant", "context_length", "perplexity"],
+    "beyond_probe": ["encoding", "layer", "mad", "random_mad"],
+    "beyond_the_paper": ["encoding", "variant", "extrapolation_ratio", "probe_best"],
 }
 
 
@@ -121,7 +125,8 @@ def test_smoke_reuses_trained_models(smoke):
     distinct = (len(ENCODINGS) + len(s["mlm_encodings"])  # the base models and the masked LMs
                 + (len(s["corpora"]) - 1) * len(s["table_encodings"])  # the other corpora
                 + (len(s["model_sizes"]) - 1) * len(s["table_encodings"])  # the other sizes
-                + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]))  # the other lengths
+                + (len(s["train_lengths"]) - 1) * len(s["table_encodings"])  # the other lengths
+                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * len(s["beyond_seeds"]))  # beyond the paper
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
