@@ -28,7 +28,7 @@ from .model import ModelConfig, TransformerLM
 from .config import PROFILES, ConfigError, TrainConfig, parse_overrides
 from .tokens import IGNORE, lm_batch
 from .train import Trainer
-from .utils import suggest
+from .utils import EXIT_STATUS, run_command, suggest
 
 # %% auto #0
 __all__ = ['PAPER_ENCODINGS', 'SECTIONS', 'matmul_peak_flops', 'train_flops_per_token', 'bench_train', 'measure_throughput',
@@ -324,21 +324,22 @@ def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="posenc-bench", description="Speed of each positional encoding (training step, long-context evaluation, MFU) and of the trainer.",
         epilog="key=value (values read as YAML), e.g. sections=[train] steps=5 lengths=[128,8192]. Keys and defaults: "
-               + ", ".join(f"{k}={p.default!r}" for k, p in keys.items()))
+               + ", ".join(f"{k}={p.default!r}" for k, p in keys.items()) + f". {EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="run_benchmark arguments")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", default=None, help="also write the report to this file")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    try:
+
+    def body():
+        if args.threads:
+            torch.set_num_threads(args.threads)
         overrides = parse_overrides(args.overrides)
         if unknown := [k for k in overrides if k not in keys]:
             raise ConfigError([(k, f"not a benchmark argument{suggest(k, keys)}") for k in unknown])
         report = run_benchmark(**overrides)
-    except ConfigError as e:
-        parser.exit(2, f"posenc-bench: {e}\n")
-    print(report)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(report + "\n")
+        print(report)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(report + "\n")
+
+    return run_command("posenc-bench", body)
