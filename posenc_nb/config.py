@@ -282,13 +282,13 @@ _COMMON = dict(
     corpus="shakespeare",
     encodings=["learned", "sinusoidal", "rope", "alibi", "nopos"],  # the five models of the extrapolation figure
     table_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # the paper's four, for Tables 1-3 and Fig. 2
-    mlm_encodings=["nopos", "learned"],  # Table 4: no positions against learned positions, both bidirectional
+    mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
     online_corpora=["wikitext-103"],  # Table 1 rows that need the network; skipped with a note when offline
     sentence="The cat sat on the mat",
     shuffled_sentence="The mat cat on sat the",
     beyond_encodings=None,  # the beyond-the-paper notebook: None is every registered encoding
-    beyond_seeds=[0],  # one seed there, labelled as such
     rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
+    train_jobs=1,  # models a notebook trains side by side, one thread each (posenc-bench compares; POSENC_TRAIN_JOBS wins)
 )
 
 PROFILES = {
@@ -297,7 +297,7 @@ PROFILES = {
         train_settings=dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, vocab_size=2048, seq_len=32, batch_size=4,
                             lr=3e-3, min_lr=3e-4, warmup_steps=1, max_steps=4, eval_interval=10, eval_batches=1,
                             log_interval=5, checkpoint_interval=10),
-        seeds=[0],
+        seeds=[0, 1],  # two, so that every mean +- std path runs
         unigram_margin=-3.0,  # four steps learn next to nothing: only check no model is broken (within 3 nats above)
         corpora=["shakespeare", "brown"],
         model_sizes={"d16": dict(d_model=16), "d32": dict(d_model=32), "d48": dict(d_model=48)},
@@ -305,40 +305,46 @@ PROFILES = {
         eval_lengths=[16, 32, 64],
         beyond_eval_lengths=[16, 32, 64, 128, 256, 512],  # up to 16x the training length
         eval_tokens=512,
+        eval_protocol="both",
         sliding_stride=None,
-        probe_settings={},
-        probe_steps=5,
+        table_seeds=[0],
         probe_sequences=8,
         probe_eval_sequences=4,
+        probe_epochs=1,
         word_order_samples=4,
         position_segments=4,
         mlm_settings={},
     ),
     "cpu": dict(
         _COMMON,
-        # 400 steps of 16 x 128 tokens (0.8M tokens, half an epoch of Shakespeare): about a minute per model on 2 cores;
-        # fewer steps leave the sinusoidal model near the unigram baseline while the others have left it
-        train_settings=dict(model="cpu-tiny", vocab_size=2048, seq_len=128, batch_size=16, lr=3e-3, min_lr=2e-4,
-                            warmup_steps=40, max_steps=400, eval_interval=100, eval_batches=8, log_interval=10,
-                            checkpoint_interval=200),
-        seeds=[0],
+        # The core five: 4 layers of width 128 (the probe needs layers to follow), 400 steps of 16 x 128 tokens (0.8M tokens,
+        # half an epoch of Shakespeare), about 2 minutes per model on one thread. Chosen to fit the profile's 90 minutes
+        # with 3 seeds (about 45 models in all), not to make any encoding look good; README "Budget" says what it buys.
+        train_settings=dict(model="cpu-small", d_model=128, vocab_size=2048, seq_len=128, batch_size=16, lr=3e-3,
+                            min_lr=2e-4, warmup_steps=40, max_steps=400, eval_interval=100, eval_batches=8,
+                            log_interval=10, checkpoint_interval=100),
+        seeds=[0, 1, 2],
         unigram_margin=0.5,  # nats every model's validation loss must sit below the unigram baseline
         corpora=["shakespeare", "brown"],
-        model_sizes={"cpu-micro": dict(model="cpu-tiny", d_model=64), "cpu-tiny": dict(model="cpu-tiny"),
-                     "cpu-small": dict(model="cpu-small")},
+        model_sizes={"d64": dict(d_model=64), "d96": dict(d_model=96), "d128": dict(d_model=128)},  # d128: the core shape
         train_lengths=[64, 128, 256],
         eval_lengths=[32, 64, 128, 256, 512, 1024, 2048],
         beyond_eval_lengths=[64, 128, 256, 512, 1024, 2048],
-        eval_tokens=16384,
+        eval_tokens=None,  # the whole validation split
+        # the paper's non-overlapping windows only: the sliding protocol would double the cost of scoring 15 models
+        # over the whole split at 7 lengths (about 2 CPU-minutes more per model, measured in 09_evaluate)
+        eval_protocol="nonoverlapping",
         sliding_stride=None,  # half the context: every scored token sees at least half a context of history
-        probe_settings=dict(model="cpu-small"),  # probe the 4-layer models of Table 2: two layers show no trajectory
-        probe_steps=1000,
-        probe_sequences=512,
-        probe_eval_sequences=100,
+        table_seeds=[0],  # Tables 1-3 and the encodings beyond the paper: one seed, labelled as such
+        probe_sequences=2048,  # fresh training windows, each seen at most probe_epochs times
+        probe_eval_sequences=256,
+        probe_epochs=2,
         word_order_samples=100,
         position_segments=8,
-        # 4x the causal batch, as in the paper (1.024M against 256k tokens a batch): a masked LM learns from 15% of them
-        mlm_settings=dict(batch_size=64),
+        # the causal recipe as it is: every model of the profile trains on the same tokens (the paper gives its masked LMs
+        # 4x the batch; here that would cost a quarter of the profile's time)
+        mlm_settings={},
+        train_jobs=2,  # two models side by side, one thread each: faster on 2 cores than one model on both (posenc-bench)
     ),
     "paper": dict(
         _COMMON,
@@ -356,11 +362,12 @@ PROFILES = {
         eval_lengths=[128, 256, 512, 1024, 2048, 4096, 8192],
         beyond_eval_lengths=[512, 1024, 2048, 4096, 8192, 16384],
         eval_tokens=None,
+        eval_protocol="both",
         sliding_stride=256,
-        probe_settings={},
-        probe_steps=10_000,
-        probe_sequences=1000,
-        probe_eval_sequences=100,
+        table_seeds=[0, 1, 2],
+        probe_sequences=4096,
+        probe_eval_sequences=256,
+        probe_epochs=2,
         word_order_samples=100,
         position_segments=8,
         mlm_settings=dict(model="gpt3-350m", seq_len=128, batch_size=8192, grad_accum=32, lr=1e-3, min_lr=1e-4, dropout=0.1),

@@ -9,20 +9,21 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from fastcore.meta import delegates
 
 from .attention import check_attention_layer
 from .evaluate import masked_perplexity, perplexity_by_length
-from .probe import check_layer, layer_states, position_mad, predict_positions, random_mad, train_probe
+from .probe import (ProbeTraining, ProbeWindows, check_layers, fit_probes, middle_mad, plot_baselines, probe_scores,
+                             random_mad, train_probe)
 from .utils import frozen, model_device
 from .plots import add_caption, new_figure, style_axes
 
 # %% auto #0
 __all__ = ['POWER_LAWS', 'FLOOR_LAW', 'LAYER_AXIS', 'LEGEND_BELOW', 'visible_keys', 'attention_entropy', 'plot_entropy',
            'attention_module', 'edited_attention', 'attention_output', 'output_center', 'output_deviation',
-           'spread_by_position', 'law_curve', 'power_law_fits', 'plot_spread', 'deviation_features', 'probe_error',
-           'hidden_state_error', 'counting_probes', 'series_colors', 'plot_counting_probes', 'equalised_deviation',
-           'equalised_deviations', 'uniform_attention', 'model_perplexity', 'intervention_effects',
-           'plot_interventions']
+           'spread_by_position', 'law_curve', 'power_law_fits', 'plot_spread', 'deviation_features', 'counting_probes',
+           'series_colors', 'plot_counting_probes', 'equalised_deviation', 'equalised_deviations', 'uniform_attention',
+           'model_perplexity', 'intervention_effects', 'plot_interventions']
 
 # %% ../nbs/16_counting.ipynb #961e31c1
 def visible_keys(model, seq_len: int) -> torch.Tensor:
@@ -167,39 +168,27 @@ def deviation_features(deviations: torch.Tensor, reference: torch.Tensor) -> tor
     z = (deviations.clamp_min(1e-12).log() - log_ref.mean(1)[:, None, None]) / log_ref.std(1)[:, None, None]
     z = z.permute(1, 2, 0)  # (n, T, k)
     i, j = torch.triu_indices(z.shape[-1], z.shape[-1])
-    return torch.cat([torch.ones_like(z[..., :1]), z, z[..., i] * z[..., j]], dim=-1)
+    return torch.cat([z, z[..., i] * z[..., j]], dim=-1)
 
 # %% ../nbs/16_counting.ipynb #738720d9
-def probe_error(train_states: torch.Tensor, eval_states: torch.Tensor, kind: str = "mlp", steps: int = 300,
-                seed: int = 0) -> float:
-    "Held-out MAD of a position probe trained on `train_states` `(n, L, d)` and scored on `eval_states` `(m, L, d)`."
-    probe = train_probe(train_states, kind=kind, steps=steps, seed=seed)
-    return position_mad(predict_positions(probe, eval_states.to(train_states.device)))
-
-
-def hidden_state_error(model, train_seqs: torch.Tensor, eval_seqs: torch.Tensor, layer: int, steps: int = 300,
-                       seed: int = 0) -> float:
-    "Held-out MAD of the paper's probe on the hidden states of `layer` (0 = embedding output)."
-    return probe_error(layer_states(model, train_seqs, layer), layer_states(model, eval_seqs, layer), "mlp", steps, seed)
-
-
-def counting_probes(model, train_seqs: torch.Tensor, eval_seqs: torch.Tensor, steps: int = 300, seed: int = 0,
-                    layers=None) -> pd.DataFrame:
-    "MAD of a probe on each layer's hidden state and of one on the attention-output deviations of blocks 1..layer."
-    layers = range(model.config.n_layer + 1) if layers is None else [check_layer(model, layer) for layer in layers]
-    centers = [output_center(model, train_seqs, block) for block in range(1, model.config.n_layer + 1)]
-    train_dev, eval_dev = ([output_deviation(model, seqs, block, c) for block, c in enumerate(centers, 1)]
-                           for seqs in (train_seqs, eval_seqs))
-    rows, length = [], train_seqs.shape[1]
-    for layer in layers:
-        rows.append(dict(layer=layer, features="hidden state", n_features=model.config.d_model,
-                         mad=hidden_state_error(model, train_seqs, eval_seqs, layer, steps, seed)))
-        if layer:
-            reference = torch.stack(train_dev[:layer])  # blocks 1..layer
-            train_f, eval_f = (deviation_features(torch.stack(d[:layer]), reference) for d in (train_dev, eval_dev))
+@delegates(ProbeTraining)
+def counting_probes(model, windows: ProbeWindows, seed: int = 0, layers=None, **kwargs) -> pd.DataFrame:
+    "Held-out scores of the paper's probe on each layer's hidden state and of a linear one on the deviations of blocks 1..layer."
+    layers, device = check_layers(model, layers), model_device(model)
+    rows = [dict(layer=layer, features="hidden state", n_features=model.config.d_model, **probe_scores(probe, states))
+            for layer, _, probe, states in fit_probes(model, windows, layers, "mlp", seed, **kwargs)]
+    if deep := [layer for layer in layers if layer]:  # the embedding output comes before any attention
+        blocks = range(1, max(deep) + 1)
+        centers = [output_center(model, windows.train, block) for block in blocks]
+        deviations = [torch.stack([output_deviation(model, seqs, block, c) for block, c in zip(blocks, centers)]) for seqs in windows]
+        for layer in deep:  # blocks 1..layer, standardised by the training windows
+            train_f, select_f, eval_f = (deviation_features(d[:layer], deviations[0][:layer]) for d in deviations)
+            probe = train_probe(train_f.to(device), select_f, "linear", seed, **kwargs)
             rows.append(dict(layer=layer, features="attention-output deviations", n_features=train_f.shape[-1],
-                             mad=probe_error(train_f, eval_f, "linear", steps, seed)))
-    return pd.DataFrame(rows).assign(random_mad=random_mad(length))
+                             **probe_scores(probe, eval_f)))
+    length = windows.train.shape[1]
+    return (pd.DataFrame(rows).sort_values("layer", kind="stable", ignore_index=True)
+            .assign(random_mad=random_mad(length), middle_mad=middle_mad(length)))
 
 # %% ../nbs/16_counting.ipynb #18d3d57a
 LAYER_AXIS = "layer: hidden state after block k (0 = embedding output)"
@@ -217,8 +206,7 @@ def plot_counting_probes(df: pd.DataFrame, caption: str | None = None):
     for color, (name, rows) in zip(series_colors(), df.groupby("model", sort=False)):
         for (features, part), style in zip(rows.groupby("features", sort=False), ["-", "--"]):
             ax.plot(part.layer, part.mad, marker="o", linestyle=style, color=color, label=f"{name}: {features}")
-    for baseline in sorted(set(df.random_mad)):
-        ax.axhline(baseline, color="0.4", linestyle=":", label="random guess")
+    plot_baselines(ax, df)
     ax.set_xticks(sorted(set(df.layer)))
     style_axes(ax, LAYER_AXIS, "probe error: mean |predicted - true position|")
     ax.legend(**LEGEND_BELOW)
@@ -271,17 +259,18 @@ def model_perplexity(model, tokens, seq_len: int, max_tokens: int | None = None,
     return float(table.perplexity.iloc[0])
 
 
-def intervention_effects(model, interventions: dict, train_seqs: torch.Tensor, eval_seqs: torch.Tensor, tokens,
-                         max_tokens: int | None = None, steps: int = 300, seed: int = 0, layers=None) -> pd.DataFrame:
-    "Under each intervention (name: a function of the model returning a context manager): probe MAD per layer, perplexity."
-    layers = range(1, model.config.n_layer + 1) if layers is None else [check_layer(model, layer) for layer in layers]
-    rows = []
+@delegates(ProbeTraining)
+def intervention_effects(model, interventions: dict, windows: ProbeWindows, tokens, max_tokens: int | None = None,
+                         seed: int = 0, layers=None, **kwargs) -> pd.DataFrame:
+    "Under each intervention (name: a function of the model returning a context manager): held-out probe scores per layer, perplexity."
+    layers = check_layers(model, range(1, model.config.n_layer + 1) if layers is None else layers)
+    rows, length = [], windows.train.shape[1]
     for name, intervention in interventions.items():
         with intervention(model):
-            perplexity = model_perplexity(model, tokens, train_seqs.shape[1], max_tokens, seed)
-            mads = [hidden_state_error(model, train_seqs, eval_seqs, layer, steps, seed) for layer in layers]
-        rows += [dict(intervention=name, layer=layer, mad=mad, perplexity=perplexity) for layer, mad in zip(layers, mads)]
-    return pd.DataFrame(rows).assign(random_mad=random_mad(train_seqs.shape[1]))
+            perplexity = model_perplexity(model, tokens, length, max_tokens, seed)
+            rows += [dict(intervention=name, layer=layer, **probe_scores(probe, states), perplexity=perplexity)
+                     for layer, _, probe, states in fit_probes(model, windows, layers, "mlp", seed, **kwargs)]
+    return pd.DataFrame(rows).assign(random_mad=random_mad(length), middle_mad=middle_mad(length))
 
 # %% ../nbs/16_counting.ipynb #f2ae1e64
 def plot_interventions(df: pd.DataFrame, caption: str | None = None):
@@ -292,7 +281,7 @@ def plot_interventions(df: pd.DataFrame, caption: str | None = None):
     for color, name in zip(colors, names):
         rows = df[df.intervention == name]
         left.plot(rows.layer, rows.mad, marker="o", color=color, label=name)
-    left.axhline(df.random_mad.iloc[0], color="0.4", linestyle=":", label="random guess")
+    plot_baselines(left, df)
     left.set_xticks(sorted(set(df.layer)))
     style_axes(left, LAYER_AXIS, "probe error: mean |predicted - true position|")
     left.legend(**LEGEND_BELOW)

@@ -129,6 +129,7 @@ class Learned(PositionalEncoding):
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
         self.table = nn.Embedding(max_len, d_model)
+        nn.init.normal_(self.table.weight, std=d_model**-0.5)  # the paper's (fairseq's) init: the scale of a token row
 
     def embed(self, x):
         T = x.shape[1]
@@ -154,21 +155,19 @@ def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
 # %% ../nbs/00_encodings.ipynb #8474e523
 @register("sinusoidal")
 class Sinusoidal(PositionalEncoding):
-    """The fixed sine/cosine table added to the token embeddings; any length works. As in the original Transformer, the
-    embeddings are first scaled by sqrt(d_model): the table's entries are of size 1 while embeddings start near 0.02, and
-    unscaled they would drown the tokens in position."""
+    """The fixed sine/cosine table added to the token embeddings; any length works. Its entries are of size 1, the size
+    of the model's scaled token embeddings (see `TransformerLM`), so it is added as it is."""
 
     label, color = "Sinusoidal", "#ff7f0e"
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
-        self.scale = math.sqrt(d_model)
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def embed(self, x):
         T = x.shape[1]
         table = self.table[:T] if T <= self.max_len else sinusoidal_table(T, self.d_model).to(x.device)  # not stored
-        return x * self.scale + table.to(x.dtype)
+        return x + table.to(x.dtype)
 
 # %% ../nbs/00_encodings.ipynb #da7ce676
 @register("rope")
@@ -259,6 +258,7 @@ class T5Bias(PositionalEncoding):
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
         self.table = nn.Embedding(self.options["buckets"], n_head)
+        nn.init.normal_(self.table.weight, std=0.02)  # small: training starts close to no bias
 
     def distance_bias(self, T, causal, device):
         distance = torch.arange(1 - T, T, device=device)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from matplotlib.patches import Patch
 
+from .encodings import Learned
 from .model import check_token_ids
 from .tokens import IGNORE, eval_windows, mask_for_mlm
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
@@ -18,8 +21,9 @@ from .utils import frozen, model_device, positive_int
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'check_tokens', 'context_limit', 'check_context_length',
-           'rows_per_batch', 'window_nll', 'perplexity_by_length', 'plot_perplexity', 'masked_perplexity',
-           'loss_by_position', 'plot_loss_by_position', 'word_order_losses', 'plot_word_order']
+           'rows_per_batch', 'window_nll', 'perplexity_by_length', 'plot_perplexity', 'masked_sequences',
+           'masked_perplexity', 'permuted_positions', 'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix',
+           'word_order_losses', 'plot_word_order', 'seed_gap', 'format_mean_std']
 
 # %% ../nbs/09_evaluate.ipynb #1094337a
 def model_encoding(model, encoding: str | None = None) -> str:
@@ -153,29 +157,56 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
     return fig
 
 # %% ../nbs/09_evaluate.ipynb #6d1ea603
+def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0.15, seed: int = 0,
+                     max_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+    "`tokens` as consecutive `seq_len`-token sequences, masked as in training: (inputs, targets (`IGNORE` if unscored), n scored)."
+    if not 0 < mask_prob < 1:
+        raise ValueError(f"mask_prob must be between 0 and 1, got {mask_prob}")
+    seq_len = positive_int(seq_len, "seq_len")
+    n_seqs = min(len(tokens), max_tokens or len(tokens)) // seq_len
+    if n_seqs == 0:
+        raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not fill one {seq_len}-token sequence")
+    sequences = torch.as_tensor(np.asarray(tokens[: n_seqs * seq_len], dtype=np.int64)).view(n_seqs, seq_len)
+    return mask_for_mlm(sequences, mask_prob, vocab_size, seed)
+
+
 def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed: int = 0, max_tokens: int | None = None,
                       batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
-    "Masked-LM perplexity of a bidirectional `model` over consecutive `seq_len`-token sequences of `tokens` (one row)."
+    "Masked-LM perplexity of a bidirectional `model` over the `masked_sequences` of `tokens` (one row)."
     if model.config.causal:
         raise ValueError("this model is causal: masked perplexity is for bidirectional (MLM) models; use perplexity_by_length")
     if not 0 < mask_prob < 1:
         raise ValueError(f"mask_prob must be between 0 and 1, got {mask_prob}")
     seq_len = check_context_length(model, seq_len)
     tokens = check_tokens(model, tokens)
-    n_seqs = min(len(tokens), max_tokens or len(tokens)) // seq_len
-    if n_seqs == 0:
-        raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not fill one {seq_len}-token sequence")
-    sequences = torch.as_tensor(tokens[: n_seqs * seq_len].astype(np.int64)).view(n_seqs, seq_len)
-    inputs, targets, count = mask_for_mlm(sequences, mask_prob, model.config.vocab_size, seed)
+    inputs, targets, count = masked_sequences(tokens, seq_len, model.config.vocab_size, mask_prob, seed, max_tokens)
     total, device, step = 0.0, model_device(model), rows_per_batch(model, seq_len, batch_size)
     with frozen(model):
-        for start in range(0, n_seqs, step):
+        for start in range(0, len(inputs), step):
             logits = model(inputs[start : start + step].to(device)).logits
             total += F.cross_entropy(logits.flatten(0, 1).float(), targets[start : start + step].flatten().to(device),
                                      ignore_index=IGNORE, reduction="sum").item()
     return pd.DataFrame([dict(encoding=model_encoding(model, encoding), context_length=seq_len, protocol="masked",
                               stride=seq_len, perplexity=math.exp(total / count) if count else math.nan,
                               tokens_scored=count, note=f"mask_prob={mask_prob}" if count else "no position was selected")])
+
+# %% ../nbs/09_evaluate.ipynb #67f3f2af
+@contextmanager
+def permuted_positions(model, seed: int = 0):
+    "Within the block, the rows of `model`'s learned position table are randomly permuted; yields the order, then restores them."
+    if not isinstance(model.pos, Learned):
+        raise ValueError(f"{model.pos.label} has no learned position table to permute: permuted_positions needs a model "
+                         "trained with pos_encoding='learned'")
+    weight = model.pos.table.weight
+    saved = weight.detach().clone()
+    order = torch.randperm(len(saved), generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        weight.copy_(saved[order.to(saved.device)])
+    try:
+        yield order
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
 
 # %% ../nbs/09_evaluate.ipynb #f3f4bc5b
 def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max_tokens: int | None = None,
@@ -219,6 +250,21 @@ def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None):
         add_caption(fig, caption)
     return fig
 
+# %% ../nbs/09_evaluate.ipynb #fa121ddb
+def shuffle_prefix(window: torch.Tensor, target: int, rng: np.random.Generator) -> torch.Tensor:
+    "A copy of `window` with `window[:target - 1]` in another order (unless all its tokens are equal); `target - 1` on stays."
+    if not 3 <= target <= len(window):
+        raise ValueError(f"target={target} must be between 3 (two tokens before target - 1 to shuffle) and the window "
+                         f"length {len(window)}")
+    prefix, shuffled = window[: target - 1], window.clone()
+    if (prefix == prefix[0]).all():  # one token repeated: no order to change
+        return shuffled
+    order = torch.as_tensor(rng.permutation(target - 1))
+    while torch.equal(prefix[order], prefix):  # a permutation can leave repeated tokens as they were
+        order = torch.as_tensor(rng.permutation(target - 1))
+    shuffled[: target - 1] = prefix[order]
+    return shuffled
+
 # %% ../nbs/09_evaluate.ipynb #6353686b
 def _losses_at(model, inputs: torch.Tensor, at: torch.Tensor, targets: torch.Tensor, batch_size: int) -> np.ndarray:
     "Next-token loss of `targets[i]` from the logits of `inputs[i]` at position `at[i]` (only those logits are kept)."
@@ -234,13 +280,14 @@ def _losses_at(model, inputs: torch.Tensor, at: torch.Tensor, targets: torch.Ten
 
 def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, seed: int = 0, min_target: int = 5,
                       batch_size: int = 16, encoding: str | None = None) -> pd.DataFrame:
-    "Loss of sampled targets after their intact prefix and after the same prefix shuffled (one row per sample)."
+    "Loss of sampled targets after their intact prefix and after the prefix shuffled by `shuffle_prefix` (one row per sample)."
     if not model.config.causal:
         raise ValueError("the word-order experiment scores next-token loss, which needs a causal model (causal=True)")
     context_length = check_context_length(model, context_length)
     n_samples, min_target = positive_int(n_samples, "n_samples"), positive_int(min_target, "min_target")
-    if not 2 <= min_target <= context_length:
-        raise ValueError(f"min_target={min_target} must be between 2 (a prefix that can be shuffled) and context_length={context_length}")
+    if not 3 <= min_target <= context_length:
+        raise ValueError(f"min_target={min_target} must be between 3 (two tokens before target - 1 to shuffle) and "
+                         f"context_length={context_length}")
     tokens = check_tokens(model, tokens)
     if len(tokens) < context_length + 1:
         raise ValueError(f"{len(tokens)} tokens do not fill one {context_length}-token window: give more tokens or a shorter context")
@@ -248,12 +295,7 @@ def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, 
     starts = rng.integers(0, len(tokens) - context_length, n_samples)
     targets = rng.integers(min_target, context_length + 1, n_samples)
     intact = torch.as_tensor(np.stack([tokens[s : s + context_length + 1] for s in starts]).astype(np.int64))
-    shuffled = intact.clone()
-    for row, target in enumerate(targets):
-        order = rng.permutation(target)
-        while (order == np.arange(target)).all():
-            order = rng.permutation(target)
-        shuffled[row, :target] = intact[row, order]
+    shuffled = torch.stack([shuffle_prefix(window, target, rng) for window, target in zip(intact, targets)])
     at, next_tokens = torch.as_tensor(targets - 1), intact[torch.arange(n_samples), targets]
     return pd.DataFrame(dict(encoding=model_encoding(model, encoding), sample=np.arange(n_samples), start=starts,
                              target_index=targets, loss_intact=_losses_at(model, intact[:, :-1], at, next_tokens, batch_size),
@@ -261,18 +303,53 @@ def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, 
 
 # %% ../nbs/09_evaluate.ipynb #957a1bb1
 def plot_word_order(df: pd.DataFrame, caption: str | None = None):
-    "Box plot of target loss with intact vs shuffled prefix, a pair of boxes per encoding (the paper's Fig. 5)."
-    encodings = list(dict.fromkeys(df.encoding))
-    fig, ax = new_figure()
+    """Box plot of target loss with intact (light) vs shuffled (dark) prefix, a pair of boxes per encoding (the paper's
+    Fig. 5); with a `seed` column of several seeds, a diamond on each box: the mean over seeds of each seed's mean loss,
+    +- their standard deviation."""
+    encodings, columns = list(dict.fromkeys(df.encoding)), ["loss_intact", "loss_shuffled"]
+    fig, ax = new_figure(panel_size=(max(4.8, 1.2 * len(encodings)), 3.4))
     for i, name in enumerate(encodings):
-        rows = df[df.encoding == name]
-        boxes = ax.boxplot([rows.loss_intact, rows.loss_shuffled], positions=[3 * i, 3 * i + 1], widths=0.8,
-                           patch_artist=True, medianprops=dict(color="black"))
+        rows, positions = df[df.encoding == name], [3 * i, 3 * i + 1]
+        boxes = ax.boxplot([rows[c] for c in columns], positions=positions, widths=0.8, patch_artist=True,
+                           medianprops=dict(color="black"), flierprops=dict(markersize=3))
         for box, alpha in zip(boxes["boxes"], (0.35, 0.9)):
             box.set(facecolor=encoding_color(name), alpha=alpha)
-    ax.set_xticks([3 * i + j for i in range(len(encodings)) for j in (0, 1)],
-                  [f"{encoding_label(e)}\n{kind}" for e in encodings for kind in ("intact", "shuffled")])
-    style_axes(ax, "prefix of the target token", "target loss (nats)")
+        if "seed" in rows and rows.seed.nunique() > 1:
+            per_seed = rows.groupby("seed")[columns].mean()
+            ax.errorbar(positions, per_seed.mean(), yerr=per_seed.std(), fmt="D", color="black", ms=4, capsize=3,
+                        label="mean +- std over seeds" if i == 0 else None)
+    ax.set_xticks([3 * i + 0.5 for i in range(len(encodings))], [encoding_label(e) for e in encodings])
+    style_axes(ax, "positional encoding (left box: prefix intact, right: shuffled)", "target loss (nats)")
+    shades = [Patch(color="0.4", alpha=alpha, label=kind) for alpha, kind in ((0.35, "prefix intact"), (0.9, "prefix shuffled"))]
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + shades, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     if caption:
         add_caption(fig, caption)
     return fig
+
+# %% ../nbs/09_evaluate.ipynb #11b23c73
+def seed_gap(a, b, paired: bool = False) -> dict:
+    """mean(a) - mean(b) over seeds, the spread it must exceed and a verdict. Unpaired: std(a) + std(b); `paired` (the
+    same seeds in the same order on both sides): the std of the per-seed differences."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size == 0 or b.size == 0:
+        raise ValueError(f"seed_gap needs a value per seed on both sides, got {a.size} and {b.size}")
+    if paired and a.size != b.size:
+        raise ValueError(f"paired seed_gap needs the same seeds on both sides, got {a.size} and {b.size} values")
+    gap = a.mean() - b.mean()
+    if min(a.size, b.size) < 2:
+        spread = math.nan
+    else:
+        spread = (a - b).std(ddof=1) if paired else a.std(ddof=1) + b.std(ddof=1)
+    real = bool(abs(gap) > spread)  # False when the spread is NaN
+    verdict = ("one seed: no spread to judge" if math.isnan(spread) else
+               f"{'beyond' if real else 'within'} the seed spread of {spread:.3g}")
+    return dict(gap=gap, spread=spread, real=real, verdict=verdict)
+
+# %% ../nbs/09_evaluate.ipynb #9a81726b
+def format_mean_std(summary: pd.DataFrame, value: str, digits: int = 2) -> pd.Series:
+    "Each row of a `seed_summary` table as text: 'mean ± std', or 'mean (1 seed)' where there is no spread."
+    if missing := [c for c in (f"{value}_mean", f"{value}_std", "n_seeds") if c not in summary.columns]:
+        raise ValueError(f"format_mean_std needs seed_summary's columns {missing} for {value!r}; the table has {list(summary.columns)}")
+    return pd.Series([f"{m:.{digits}f} ± {s:.{digits}f}" if n > 1 else f"{m:.{digits}f} (1 seed)"
+                      for m, s, n in zip(summary[f"{value}_mean"], summary[f"{value}_std"], summary["n_seeds"])],
+                     index=summary.index, name=value)

@@ -5,32 +5,136 @@
 # %% ../nbs/13_experiments.ipynb #bfbca103
 from __future__ import annotations
 
+import math
+import multiprocessing
+import os
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pandas as pd
+import torch
 
-from .checkpoint import Run
+from .checkpoint import Run, read_meta, run_dir
 from .config import TrainConfig
 from .evaluate import perplexity_by_length
-from .plots import add_caption, encoding_color, encoding_label, new_figure, style_axes
+from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
+                             savefig, style_axes)
 from .tokens import load_tokens
 from .train import train
+from .utils import positive_int
 
 # %% auto #0
-__all__ = ['experiment_run', 'experiment_runs', 'final_val_loss', 'training_tokens', 'unigram_loss', 'assert_below_unigram',
-           'perplexity_grid', 'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'plot_grouped_bars']
+__all__ = ['train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'train_runs', 'experiment_run', 'grid_runs',
+           'experiment_runs', 'final_val_loss', 'training_tokens', 'unigram_loss', 'assert_below_unigram',
+           'perplexity_grid', 'core_keys', 'time_side_by_side', 'seed_summary', 'spread_order', 'with_spread',
+           'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'core_seed_spread', 'gap_trend',
+           'plot_grouped_bars', 'save_training_curves']
 
 # %% ../nbs/13_experiments.ipynb #4e6c0f88
+def train_jobs(jobs: int | None = None) -> int:
+    "How many models train (or are scored) side by side: `jobs`, else `$POSENC_TRAIN_JOBS`, else 1."
+    if jobs is not None:
+        return positive_int(jobs, "jobs")
+    setting = os.environ.get("POSENC_TRAIN_JOBS", "1").strip()
+    return positive_int(int(setting) if setting.isdigit() else setting, "POSENC_TRAIN_JOBS")
+
+
+class WorkerError(RuntimeError):
+    "A call that ran in a worker process failed; `task` says which, the worker's error is the cause."
+
+    def __init__(self, task, error: BaseException, what: str | None = None):
+        self.task = task
+        super().__init__(f"{what or task} failed in a worker process: {error}. With jobs=1 (POSENC_TRAIN_JOBS=1) it runs "
+                         "in this process, with the full traceback.")
+
+
+class TrainingJobError(WorkerError):
+    "A run training in a worker process failed; `config` and `out_dir` say which, the worker's error is the cause."
+
+    def __init__(self, config: TrainConfig, out_dir: Path, error: BaseException):
+        self.config, self.out_dir = config, Path(out_dir)
+        super().__init__(config, error, f"training {config.pos_encoding} ({config.objective}, seed {config.seed}, corpus "
+                                        f"{config.corpus}, L={config.seq_len}, {config.max_steps} steps) into {out_dir}")
+
+
+def _call_in_worker(fn, kwargs: dict):
+    "`fn(**kwargs)` in a worker process; an error comes back as a plain `RuntimeError` (not every error of ours pickles)."
+    try:
+        return fn(**kwargs)
+    except Exception as e:
+        raise RuntimeError(f"{type(e).__name__}: {e}") from e
+
+# %% ../nbs/13_experiments.ipynb #e0b31c53
+def _stop(pool: ProcessPoolExecutor):
+    "End `pool`'s workers now (each run keeps its last complete checkpoint, which the next call resumes) and drop its queue."
+    for process in list(pool._processes.values()):  # Python 3.11 has no public way (3.14's terminate_workers)
+        process.terminate()
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _side_by_side(tasks: dict, workers: int, failed) -> dict:
+    """`{key: fn(**kwargs)}` for `tasks` (`{key: (fn, kwargs)}`, `fn` importable by name), `workers` at a time, each in a
+    fresh process of one torch thread. The first error raises `failed(key, error)`; an error or Ctrl-C ends every worker."""
+    context = multiprocessing.get_context("spawn")  # forking a process whose torch has started threads is unsafe
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads, initargs=(1,))
+    try:
+        futures, results = {pool.submit(_call_in_worker, *task): key for key, task in tasks.items()}, {}
+        for future in as_completed(futures):
+            if error := future.exception():
+                raise failed(futures[future], error) from error
+            results[futures[future]] = future.result()
+    except BaseException:  # an error or Ctrl-C: no worker outlives this call
+        _stop(pool)
+        raise
+    pool.shutdown()
+    return results
+
+
+def map_side_by_side(fn, calls: list[dict], jobs: int | None = None) -> list:
+    "`[fn(**kwargs) for kwargs in calls]`, with `jobs` > 1 (default `train_jobs()`) side by side in one-thread processes."
+    workers = min(train_jobs(jobs), len(calls))
+    if workers <= 1:
+        return [fn(**kwargs) for kwargs in calls]
+    failed = lambda i, error: WorkerError(i, error, f"call {i} of {fn.__name__}")
+    results = _side_by_side({i: (fn, kwargs) for i, kwargs in enumerate(calls)}, workers, failed)
+    return [results[i] for i in range(len(calls))]
+
+
+def train_runs(configs, jobs: int | None = None) -> list[Run]:
+    """Each of `configs` trained once (a finished run is reused) and loaded; with `jobs` > 1 (default `train_jobs()`)
+    the unfinished ones first train side by side, one process each."""
+    configs = list(configs)
+    unfinished = {run_dir(cfg): cfg for cfg in configs if not (read_meta(run_dir(cfg)) or {}).get("finished")}
+    workers = min(train_jobs(jobs), len(unfinished))
+    if workers > 1:
+        tasks = {out_dir: (train, dict(cfg=cfg, out_dir=out_dir, progress=False)) for out_dir, cfg in unfinished.items()}
+        _side_by_side(tasks, workers, lambda out_dir, error: TrainingJobError(unfinished[out_dir], out_dir, error))
+    return [train(cfg, progress=False) for cfg in configs]  # with one worker or one run: trained here, one after another
+
+# %% ../nbs/13_experiments.ipynb #a1f3b919
+def _config(train_settings: dict, fields: dict, encoding: str, seed: int) -> TrainConfig:
+    return TrainConfig.from_dict({**train_settings, **fields, "pos_encoding": encoding, "seed": seed})
+
+
 def experiment_run(train_settings: dict, **fields) -> Run:
     "The run of a profile's `train_settings` with this model's `fields`: trained once, then reused."
     return train(TrainConfig.from_dict({**train_settings, **fields}), progress=False)
 
 
-def experiment_runs(train_settings: dict, encodings, seeds, **fields) -> dict:
-    "`experiment_run` for every encoding and seed: `{(encoding, seed): run}`."
-    return {(enc, seed): experiment_run(train_settings, **fields, pos_encoding=enc, seed=seed)
-            for enc in encodings for seed in seeds}
+def grid_runs(train_settings: dict, variants: dict, encodings, seeds, jobs: int | None = None) -> dict:
+    "A run per variant (name: `TrainConfig` fields), encoding and seed, all trained side by side: `{(variant, encoding, seed): run}`."
+    keys = [(name, enc, seed) for name in variants for enc in encodings for seed in seeds]
+    configs = [_config(train_settings, variants[name], enc, seed) for name, enc, seed in keys]
+    return dict(zip(keys, train_runs(configs, jobs)))
+
+
+def experiment_runs(train_settings: dict, encodings, seeds, jobs: int | None = None, **fields) -> dict:
+    "A run of `train_settings` with `fields` for every encoding and seed, trained side by side: `{(encoding, seed): run}`."
+    return {key[1:]: run for key, run in grid_runs(train_settings, {"": fields}, encodings, seeds, jobs).items()}
 
 
 def final_val_loss(run) -> float:
@@ -75,20 +179,81 @@ def _validation(corpus: str, vocab_size: int):
     return _validation_cache[key]
 
 
-def perplexity_grid(train_settings: dict, variants: dict, encodings, seeds, eval_tokens=None) -> pd.DataFrame:
-    "A model per variant (name: `TrainConfig` fields), encoding and seed; its validation perplexity at its training length."
+def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int | None = None) -> pd.DataFrame:
+    "A row per run of `grid_runs` (`{(variant, encoding, seed): run}`): its validation perplexity at its training length."
+    calls = [dict(model=run.model, tokens=_validation(run.config.corpus, run.config.vocab_size)[0], protocol="nonoverlapping",
+                  context_lengths=[run.config.seq_len], max_tokens=eval_tokens, encoding=enc) for (_, enc, _), run in runs.items()]
     rows = []
-    for name, fields in variants.items():
-        for (enc, seed), run in experiment_runs(train_settings, encodings, seeds, **fields).items():
-            cfg = run.config
-            val, unigram = _validation(cfg.corpus, cfg.vocab_size)
-            ppl = perplexity_by_length(run.model, val, context_lengths=[cfg.seq_len], protocol="nonoverlapping",
-                                       max_tokens=eval_tokens, encoding=enc)
-            rows.append({"variant": name, **fields, "seq_len": cfg.seq_len, "encoding": enc, "seed": seed,
-                         "perplexity": float(ppl.perplexity.iloc[0]), "val_loss": final_val_loss(run),
-                         "unigram_loss": unigram, "n_params": run.model.num_params(),
-                         "train_tokens": training_tokens(run), "run": run.name})
+    for ((name, enc, seed), run), ppl in zip(runs.items(), map_side_by_side(perplexity_by_length, calls, jobs)):
+        rows.append({"variant": name, **variants[name], "seq_len": run.config.seq_len, "encoding": enc, "seed": seed,
+                     "perplexity": float(ppl.perplexity.iloc[0]), "val_loss": final_val_loss(run),
+                     "unigram_loss": _validation(run.config.corpus, run.config.vocab_size)[1],
+                     "n_params": run.model.num_params(), "train_tokens": training_tokens(run), "run": run.name})
     return pd.DataFrame(rows)
+
+# %% ../nbs/13_experiments.ipynb #dd267d6c
+def core_keys(runs: dict, train_settings: dict, encodings, seeds, **fields) -> list:
+    "The keys of `runs` whose run is a core model (`train_settings` with `fields`, an encoding and a seed): same config, same folder."
+    names = {run_dir(_config(train_settings, fields, enc, seed)).name for enc in encodings for seed in seeds}
+    return [key for key, run in runs.items() if run.name in names]
+
+# %% ../nbs/13_experiments.ipynb #2ded679d
+def _train_seconds(configs: list, jobs: int, threads: int) -> float:
+    "Wall-clock seconds to train `configs` from scratch (a fresh scratch runs folder) with `jobs` workers, here on `threads`."
+    torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, POSENC_RUNS_DIR=folder):
+        start = time.perf_counter()
+        train_runs(configs, jobs)
+        return time.perf_counter() - start
+
+
+def time_side_by_side(train_settings: dict, runs: int = 2, threads: int | None = None, rounds: int = 1) -> dict:
+    """Wall-clock seconds to train `runs` models of `train_settings` (seeds 0, 1, ...) one after the other on `threads`
+    torch threads (default: as now), and side by side in `runs` processes of one thread each. `rounds` pairs, the order
+    flipping every round so that a change in machine load weighs on both ways; medians over rounds."""
+    configs = [TrainConfig.from_dict({**train_settings, "seed": seed}) for seed in range(runs)]
+    before, seconds = torch.get_num_threads(), {"serial": [], "side_by_side": []}
+    try:
+        for pair in range(rounds):
+            for way in sorted(seconds, reverse=pair % 2 == 1):
+                seconds[way].append(_train_seconds(configs, 1 if way == "serial" else runs, threads or before))
+    finally:
+        torch.set_num_threads(before)
+    serial, side = (float(np.median(seconds[way])) for way in ("serial", "side_by_side"))
+    speedup = float(np.median(np.divide(seconds["serial"], seconds["side_by_side"])))
+    return dict(runs=runs, threads=threads or before, rounds=rounds, serial_s=serial, side_by_side_s=side, speedup=speedup,
+                load_average=os.getloadavg()[0])
+
+# %% ../nbs/13_experiments.ipynb #0491f4b6
+def seed_summary(df: pd.DataFrame, by, value: str) -> pd.DataFrame:
+    "Per group of the `by` columns: `<value>_mean`, `<value>_std` over seeds (ddof=1; NaN with one seed) and `n_seeds`."
+    by = [by] if isinstance(by, str) else list(by)
+    if missing := [c for c in [*by, value] if c not in df.columns]:
+        raise ValueError(f"seed_summary: no column(s) {missing}; the DataFrame has {list(df.columns)}")
+    if "seed" in df.columns and df.duplicated([*by, "seed"]).any():
+        raise ValueError(f"seed_summary: some seed appears twice in a group of {by}; "
+                         "add the column that tells those rows apart to `by`")
+    stats = df.groupby(by, sort=False)[value].agg(["mean", "std", "count"])
+    return stats.rename(columns={"mean": f"{value}_mean", "std": f"{value}_std", "count": "n_seeds"}).reset_index()
+
+# %% ../nbs/13_experiments.ipynb #21dd28b6
+def spread_order(summary: pd.DataFrame, key: str, value: str, lower_is_better: bool = True, fmt: str = ".4g") -> str:
+    "`key`s of a `seed_summary` table, best `<value>_mean` (as `fmt`) first, joined by `<` (apart beyond the spread), `≈` or `?`."
+    mean, std = f"{value}_mean", f"{value}_std"
+    rows = summary.sort_values(mean, ascending=lower_is_better).reset_index(drop=True)
+    text = f"{rows[key][0]} {rows[mean][0]:{fmt}}"
+    for (_, a), (_, b) in zip(rows.iloc[:-1].iterrows(), rows.iloc[1:].iterrows()):
+        spread = a[std] + b[std]
+        sign = "?" if np.isnan(spread) else "<" if abs(b[mean] - a[mean]) > spread else "≈"
+        text += f" {sign} {b[key]} {b[mean]:{fmt}}"
+    return text
+
+# %% ../nbs/13_experiments.ipynb #ba0c983f
+def with_spread(summary: pd.DataFrame, value: str, digits: int = 3) -> pd.Series:
+    "`<value>_mean ± <value>_std` of a `seed_summary` table as text, `digits` significant; the mean alone with one seed."
+    mean, std = summary[f"{value}_mean"], summary[f"{value}_std"]
+    return pd.Series([f"{m:.{digits}g}" if np.isnan(s) else f"{m:.{digits}g} ± {s:.2g}" for m, s in zip(mean, std)],
+                     index=summary.index, name=value)
 
 # %% ../nbs/13_experiments.ipynb #ec29cd55
 def side_by_side(ours: pd.DataFrame, paper: pd.DataFrame, reference: str = "nopos") -> pd.DataFrame:
@@ -124,6 +289,27 @@ def save_table(df: pd.DataFrame, path, columns) -> Path:
     df.to_csv(path, index=False)
     return path
 
+# %% ../nbs/13_experiments.ipynb #c00e1fb2
+def core_seed_spread(train_settings: dict, encodings, seeds, eval_tokens=None, jobs: int | None = None, **fields) -> float:
+    "Largest std/mean over `seeds` of an encoding's perplexity at its training length, for the core models; NaN with one seed."
+    variants = {"core": fields}
+    table = perplexity_grid(grid_runs(train_settings, variants, encodings, seeds, jobs), variants, eval_tokens)
+    stats = seed_summary(table, "encoding", "perplexity")
+    return float((stats.perplexity_std / stats.perplexity_mean).max())
+
+
+def gap_trend(gaps: pd.Series, spread: float | None = None) -> str:
+    "How NoPos's gap (`nopos_gap`, by setting) moves from the first setting to the last, against twice the relative `spread`."
+    first, last = gaps.iloc[0], gaps.iloc[-1]
+    change = f"from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]})"
+    if spread is None:  # reported numbers without a spread (the paper's)
+        return f"{change}: {'narrows' if last < first else 'widens'}"
+    if np.isnan(spread):
+        return f"{change}: {'narrows' if last < first else 'does not narrow'}, but with the seed spread unknown it is not established"
+    if abs(last - first) <= 2 * spread:
+        return f"{change}: a change within twice the seed spread ({2 * spread:.1%}), so no trend is established"
+    return f"{change}: {'narrows' if last < first else 'widens'}, beyond twice the seed spread ({2 * spread:.1%})"
+
 # %% ../nbs/13_experiments.ipynb #6f42de6e
 def plot_grouped_bars(table: pd.DataFrame, xlabel: str, ylabel: str, title: str, note: str | None = None):
     "Bars of `table` (encodings x settings), each labelled with its value: a group per setting, a bar per encoding in its colour."
@@ -138,3 +324,39 @@ def plot_grouped_bars(table: pd.DataFrame, xlabel: str, ylabel: str, title: str,
     if note:
         add_caption(fig, note)
     return fig
+
+# %% ../nbs/13_experiments.ipynb #c72135ad
+def _curve_group(run: Run) -> dict:
+    "What puts runs on separate panels of the training curves."
+    cfg, shape = run.config, run.config.model_config()
+    layers = f"{shape.n_layer} layer{'s' * (shape.n_layer > 1)}"
+    return dict(objective=cfg.objective, corpus=cfg.corpus, model=f"{layers}, {shape.n_head} heads, d_model {shape.d_model}",
+                context=f"L={cfg.seq_len}", tokens=f"{format_count(training_tokens(run))} tokens")
+
+
+def save_training_curves(runs, path, profile: str) -> list[Path]:
+    """Training loss (thin) and validation loss (dots) against training tokens of every run in `runs`, a panel per group
+    of runs that differ (objective, corpus, model shape, context, tokens); saved as `path`.png/.svg (`savefig`)."""
+    runs = list({run.out_dir: run for run in runs}.values())  # a run shared by two tables is drawn once
+    if not runs:
+        raise ValueError("save_training_curves needs at least one run: pass the runs the notebook trained")
+    groups = {}
+    for run in runs:
+        groups.setdefault(tuple(_curve_group(run).items()), []).append(run)
+    keys = [dict(key) for key in groups]
+    differ = [field for field in keys[0] if len({key[field] for key in keys}) > 1]
+    ncols = min(3, len(groups))
+    fig, axes = new_figure(math.ceil(len(groups) / ncols), ncols, squeeze=False)
+    for ax, key, group in zip(axes.flat, keys, groups.values()):
+        plot_runs(group, ax=ax)
+        ax.set_title(" · ".join(key[field] for field in differ), fontsize=9)
+    for ax in axes.flat[len(groups):]:
+        ax.remove()
+    labels = [" · ".join(key[field] for field in differ if field != "tokens") for key in keys]
+    if len(set(labels)) < len(labels):  # panels told apart by their tokens alone
+        labels = [f"panel {i}" for i in range(1, len(keys) + 1)]
+    tokens = {label: training_tokens(group[0]) for label, group in zip(labels, groups.values())}
+    same = {field: keys[0][field] for field in ("objective", "model", "context") if field not in differ}
+    add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})), tokens,
+                             [r.config.seed for r in runs], **same))
+    return savefig(fig, path)

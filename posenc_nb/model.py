@@ -20,7 +20,7 @@ from .encodings import ENCODINGS, PositionalEncoding, get_encoding
 
 # %% auto #0
 __all__ = ['PRESETS', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention', 'SelfAttention',
-           'MLP', 'Block', 'LMOutput', 'TransformerLM', 'check_token_ids', 'encoding_options']
+           'MLP', 'Block', 'LMOutput', 'TransformerLM', 'position_token_ratio', 'check_token_ids', 'encoding_options']
 
 # %% ../nbs/01_model.ipynb #926d5fe0
 @dataclass
@@ -201,14 +201,16 @@ class TransformerLM(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # tied input and output embeddings
-        self.apply(self._init_weights)
+        self.embed_scale = math.sqrt(cfg.d_model)
+        nn.init.normal_(self.tok_emb.weight, std=cfg.d_model**-0.5)  # scaled by sqrt(d_model): rows of size 1 per entry
+        self.blocks.apply(self._init_weights)  # the encoding initialises its own parameters
         for block in self.blocks:  # residual projections: keep the stream's variance independent of depth
             for proj in (block.attn.proj, block.mlp.proj):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
 
     @staticmethod
     def _init_weights(module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
+        if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=0.02)
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
@@ -231,7 +233,7 @@ def forward(
     "Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request."
     if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
-    x = self.drop(self.pos.embed(self.tok_emb(idx)))
+    x = self.drop(self.pos.embed(self.tok_emb(idx) * self.embed_scale))
     bias = attention_bias(self.pos, idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
     hidden_states, attentions = [x], []
     for block in self.blocks:
@@ -243,6 +245,16 @@ def forward(
         hidden_states=tuple(hidden_states) if output_hidden_states else None,
         attentions=tuple(attentions) if output_attentions else None,
     )
+
+# %% ../nbs/01_model.ipynb #ed72a785
+@torch.no_grad()
+def position_token_ratio(model: TransformerLM) -> float:
+    "Mean norm of what the encoding adds to the embeddings over positions 0..max_len-1, over a scaled token embedding's."
+    zeros = torch.zeros(1, model.config.max_len, model.config.d_model, device=model.tok_emb.weight.device)
+    added = model.pos.embed(zeros)[0].norm(dim=-1).mean()
+    tokens = (model.tok_emb.weight * model.embed_scale).norm(dim=-1).mean()
+    return float(added / tokens)
+
 
 # %% ../nbs/01_model.ipynb #7fa9da70
 def check_token_ids(ids, vocab_size: int):

@@ -3,7 +3,7 @@
 # %% ../nbs/08_plots.ipynb #7417b422
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import matplotlib
@@ -12,6 +12,7 @@ matplotlib.rcParams.update({"svg.hashsalt": "posenc_nb",  # stable SVG ids: rege
                             "svg.fonttype": "none"})     # SVG text stays text: searchable, editable, small
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from .checkpoint import Run, load_run
@@ -19,8 +20,9 @@ from .encodings import ENCODINGS
 from .utils import suggest
 
 # %% auto #0
-__all__ = ['PANEL_SIZE', 'LINE_STYLES', 'encoding_color', 'encoding_label', 'format_count', 'caption', 'run_caption',
-           'new_figure', 'style_axes', 'add_caption', 'plot_by_encoding', 'savefig', 'plot_runs']
+__all__ = ['PANEL_SIZE', 'LINE_STYLES', 'SEED_MARKERS', 'encoding_color', 'encoding_label', 'format_count', 'caption',
+           'run_tokens', 'run_caption', 'new_figure', 'style_axes', 'add_caption', 'plot_by_encoding', 'savefig',
+           'plot_runs']
 
 # %% ../nbs/08_plots.ipynb #82a15594
 def _encoding(name: str):
@@ -48,28 +50,55 @@ def format_count(n: float) -> str:
     return f"{n:.3g}"
 
 
-def caption(profile: str, corpus: str, train_tokens: int, seeds: Iterable[int], **extra) -> str:
-    "One provenance line: profile, corpus, training tokens per model, seeds, then any `extra` key=value pairs."
+def _tokens_part(train_tokens: int | Mapping[str, int]) -> str:
+    "Training tokens per model: one count, or, when the groups of a mapping differ, each group's own."
+    if isinstance(train_tokens, Mapping):
+        if not train_tokens:
+            raise ValueError("caption needs the training tokens of at least one group of models")
+        if len(set(train_tokens.values())) > 1:
+            return "training tokens per model: " + ", ".join(f"{format_count(n)} ({group})" for group, n in train_tokens.items())
+        train_tokens = next(iter(train_tokens.values()))
+    return f"{format_count(train_tokens)} training tokens per model"
+
+
+def caption(profile: str, corpus: str, train_tokens: int | Mapping[str, int], seeds: Iterable[int], **extra) -> str:
+    """One provenance line: profile, corpus, training tokens per model (a count, or `{group: count}`), seeds, then any
+    `extra` key=value pairs."""
     seeds = sorted(set(seeds))
     if not seeds:
         raise ValueError("caption needs at least one seed: say which training runs the figure shows")
-    parts = [f"profile {profile}", f"corpus {corpus}", f"{format_count(train_tokens)} training tokens per model",
+    parts = [f"profile {profile}", f"corpus {corpus}", _tokens_part(train_tokens),
              f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"]
     parts += [f"{k.replace('_', ' ')} {v}" for k, v in extra.items()]
     return " · ".join(parts)
 
 # %% ../nbs/08_plots.ipynb #ad34a37a
+_RUN_FIELDS = dict(objective="{}", corpus="{}", model="{}", n_layer="{} layers", d_model="d_model {}", seq_len="L={}",
+                   batch_size="batch {}", pos_encoding="{}", seed="seed {}")
+
+
+def run_tokens(runs) -> dict[str, int]:
+    "Training tokens of `runs`, a count per group that trained on the same number: `{what its runs share and others do not: tokens}`."
+    groups = {}
+    for r in runs:
+        described = {k: form.format(v) for k, form in _RUN_FIELDS.items() if (v := getattr(r.config, k, None)) is not None}
+        described["step"] = f"{r.step} steps"
+        groups.setdefault(r.step * r.config.batch_size * r.config.seq_len, []).append(described)
+    everyone, tokens = [d for group in groups.values() for d in group], {}
+    for count, group in groups.items():
+        label = ", ".join(v for k, v in group[0].items()
+                         if all(d.get(k) == v for d in group) and any(d.get(k) != v for d in everyone))
+        tokens[label if label not in tokens else f"{label} ({len(tokens) + 1})"] = count
+    return tokens
+
+
 def run_caption(runs, profile: str, **extra) -> str:
-    "`caption` for a figure made from training `runs`: corpus, training tokens per model and seeds read from them."
+    "`caption` for a figure made from training `runs`: corpus, training tokens per model (`run_tokens`) and seeds read from them."
     runs = list(runs)
     if not runs:
         raise ValueError("run_caption needs at least one training run")
-    tokens = {r.step * r.config.batch_size * r.config.seq_len for r in runs}
-    if len(tokens) > 1:
-        raise ValueError(f"the runs trained on different numbers of tokens ({sorted(tokens)}): "
-                         "caption them separately, or call caption() with the numbers spelled out")
     corpora = ", ".join(sorted({r.config.corpus for r in runs}))
-    return caption(profile, corpora, tokens.pop(), [r.config.seed for r in runs], **extra)
+    return caption(profile, corpora, run_tokens(runs), [r.config.seed for r in runs], **extra)
 
 # %% ../nbs/08_plots.ipynb #8c122641
 PANEL_SIZE = (4.8, 3.4)  # inches per panel
@@ -150,23 +179,42 @@ def savefig(fig, path: str | Path, dpi: int = 150) -> list[Path]:
     return [png, svg]
 
 # %% ../nbs/08_plots.ipynb #6f662883
+SEED_MARKERS = ("o", "s", "^", "D", "v")  # validation points of the 1st, 2nd, ... seed of a figure
+
+
+def _run_legend(ax, runs, seeds: list[int]):
+    "A legend entry per encoding (its colour), and per seed (its line style and marker) when there are several."
+    mixed = len({r.config.objective for r in runs}) > 1
+    shown = dict.fromkeys((r.config.pos_encoding, r.config.objective) for r in runs)
+    handles = [Line2D([], [], color=encoding_color(enc), label=encoding_label(enc) + (f" ({objective})" if mixed else ""))
+               for enc, objective in shown]
+    if len(seeds) > 1:
+        handles += [Line2D([], [], color="0.4", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
+                           marker=SEED_MARKERS[i % len(SEED_MARKERS)], ms=4, label=f"seed {seed}") for i, seed in enumerate(seeds)]
+    ax.legend(handles=handles, frameon=False, fontsize=7)
+
+
 def plot_runs(runs, ax=None, profile: str = "custom"):
     """Training loss (thin) and validation loss (dots) against training tokens for each run in `runs` (`Run`s or
-    folders), coloured by positional encoding; the caption names corpus, tokens, seeds and model."""
+    folders): colour by positional encoding, line style and marker by seed. A new figure gets a caption (corpus, each
+    run's training tokens, seeds, model); on a given `ax` the caller captions the figure."""
     runs = [r if isinstance(r, Run) else load_run(r) for r in runs]
     if not runs:
         raise ValueError("plot_runs needs at least one run")
-    fig, ax = new_figure() if ax is None else (ax.figure, ax)
+    fig, ax, new = (*new_figure(), True) if ax is None else (ax.figure, ax, False)
+    seeds = sorted({r.config.seed for r in runs})
     for r in runs:
-        m, color = r.metrics, encoding_color(r.config.pos_encoding)
-        label = f"{encoding_label(r.config.pos_encoding)} ({r.config.objective}, seed {r.config.seed})"
-        ax.plot(m.tokens, m.train_loss, color=color, lw=0.8, alpha=0.6, label=label)
+        m, color, i = r.metrics, encoding_color(r.config.pos_encoding), seeds.index(r.config.seed)
+        ax.plot(m.tokens, m.train_loss, color=color, lw=0.8, alpha=0.6, linestyle=LINE_STYLES[i % len(LINE_STYLES)])
         if "val_loss" in m:
             val = m.dropna(subset=["val_loss"])
-            ax.plot(val.tokens, val.val_loss, "o", color=color, ms=4)
-    style_axes(ax, "training tokens", "loss (nats per token; dots: validation)", legend=True)
-    first = runs[0].config
-    add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})),
-                             max(int(r.metrics.tokens.max()) for r in runs), [r.config.seed for r in runs],
-                             model=", ".join(sorted({r.config.model for r in runs})), context=first.seq_len))
+            ax.plot(val.tokens, val.val_loss, SEED_MARKERS[i % len(SEED_MARKERS)], color=color, ms=4)
+    style_axes(ax, "training tokens", "loss (nats per token; dots: validation)")
+    _run_legend(ax, runs, seeds)
+    if new:
+        tokens = {f"{encoding_label(r.config.pos_encoding)} {r.config.objective} seed {r.config.seed}": int(r.metrics.tokens.max())
+                  for r in runs}
+        add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})), tokens, seeds,
+                                 model=", ".join(sorted({r.config.model for r in runs})),
+                                 context=", ".join(map(str, sorted({r.config.seq_len for r in runs})))))
     return fig, ax

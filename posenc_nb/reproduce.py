@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import math
+import os
 import shutil
 import time
 from pathlib import Path
@@ -97,19 +98,20 @@ _RULES = {  # parameter: (check, what it must be)
     "corpus": (_corpus, f"one of {[*SOURCES, *HUB_CORPORA]} or the path of .txt/.parquet files"),
     "corpora": (_list_of(_corpus), "a non-empty list of corpora"),
     "online_corpora": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v), "a list of corpus names"),
-    "seeds": (_list_of(_natural), "a non-empty list of integer seeds >= 0"),
+    "eval_protocol": (lambda v: v in ("nonoverlapping", "sliding", "both"), "'nonoverlapping', 'sliding' or 'both'"),
+    "train_jobs": (_count, "a positive integer: how many models train side by side"),
+    **dict.fromkeys(["seeds", "table_seeds"], (_list_of(_natural), "a non-empty list of integer seeds >= 0")),
     **dict.fromkeys(["encodings", "table_encodings", "mlm_encodings"],
                     (_list_of(lambda e: e in ENCODINGS), f"a non-empty list of encodings from {list(ENCODINGS)}")),
     **dict.fromkeys(["train_lengths", "eval_lengths", "beyond_eval_lengths"], (_list_of(_count), "a non-empty list of positive integers")),
     "beyond_encodings": (lambda v: v is None or _list_of(lambda e: e in ENCODINGS)(v), f"null (every encoding) or a list from {list(ENCODINGS)}"),
-    "beyond_seeds": (_list_of(_natural), "a non-empty list of integer seeds >= 0"),
     "rope_scalings": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of RoPE scaling names"),
-    **dict.fromkeys(["probe_steps", "probe_sequences", "probe_eval_sequences", "word_order_samples", "position_segments"],
+    **dict.fromkeys(["probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments"],
                     (_count, "a positive integer")),
     **dict.fromkeys(["eval_tokens", "sliding_stride"], (lambda v: v is None or _count(v), "a positive integer or null")),
     "unigram_margin": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
                        "a number (nats) or null"),
-    **dict.fromkeys(["train_settings", "probe_settings", "mlm_settings"], (lambda v: isinstance(v, dict), "a mapping of TrainConfig keys")),
+    **dict.fromkeys(["train_settings", "mlm_settings"], (lambda v: isinstance(v, dict), "a mapping of TrainConfig keys")),
     "model_sizes": (lambda v: isinstance(v, dict) and len(v) > 0 and all(isinstance(s, dict) for s in v.values()),
                     "a non-empty mapping of names to TrainConfig keys"),
     **dict.fromkeys(["sentence", "shuffled_sentence"], (lambda v: isinstance(v, str) and len(v.split()) > 1, "a sentence of several words")),
@@ -131,7 +133,6 @@ def _joint_problems(p: dict) -> list[tuple[str, str]]:
     if "train_settings" in p and not problems:
         base = p["train_settings"]
         problems += [x for size in p.get("model_sizes", {}).values() for x in _config_problems("model_sizes", {**base, **size})]
-        problems += _config_problems("probe_settings", {**base, **p.get("probe_settings", {})})
         problems += _config_problems("mlm_settings", {**base, **p.get("mlm_settings", {}), "objective": "mlm"})
         cfg = TrainConfig.from_dict(base)
         if cfg.seq_len not in p.get("eval_lengths", [cfg.seq_len]):
@@ -247,8 +248,10 @@ def _publish(staging: Path, out_dir: Path):
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
-    time. Each notebook writes into a staging folder that reaches `out_dir` only if the notebook succeeds; other results
-    than the cpu profile's reach the committed figures only with `replace`."""
+    time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook writes into a
+    staging folder that reaches `out_dir` only if the notebook succeeds; other results than the cpu profile's reach the
+    committed figures only with `replace`. The notebooks train `train_jobs` models side by side (`POSENC_TRAIN_JOBS`
+    in the environment wins)."""
     overrides = overrides or {}
     out_dir = _check_request(profile, overrides, out_dir, replace)
     notebooks = select_notebooks(experiment_notebooks(experiments_dir), only)
@@ -256,6 +259,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]  # check all before running any
     log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
     timings, start = [], time.time()
+    os.environ.setdefault("POSENC_TRAIN_JOBS", str(params["train_jobs"]))  # the kernels inherit it
     for i, (nb, nb_params) in enumerate(todo, 1):
         t0, staging = time.time(), out_dir / f".staging-{nb.stem}"
         shutil.rmtree(staging, ignore_errors=True)
@@ -271,7 +275,10 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         _publish(staging, out_dir)
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
         log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
-    return pd.DataFrame(timings)
+    timings = pd.DataFrame(timings).assign(profile=profile, train_jobs=os.environ["POSENC_TRAIN_JOBS"])
+    if not only:
+        timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
+    return timings
 
 # %% ../nbs/14_reproduce.ipynb #6c35e0a4
 def main(argv=None) -> int:

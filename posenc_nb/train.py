@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from .checkpoint import (Run, check_run_folder, check_same_config, load_optimizer, load_run, load_weights, read_meta,
                                   remove_unreferenced, run_dir, save_checkpoint, truncate_metrics)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
-from .model import TransformerLM
+from .model import TransformerLM, position_token_ratio
 from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens
 from .utils import EXIT_STATUS, file_lock, run_command
 
@@ -179,8 +179,8 @@ def train_step(self: Trainer, step: int) -> float:
                                "(train(..., force=True)).")
     for group in self.optimizer.param_groups:
         group["lr"] = lr_at(step, cfg)
-    if cfg.grad_clip:
-        nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip)
+    # the norm before clipping is logged; with grad_clip=0 nothing is clipped
+    self.grad_norm = float(nn.utils.clip_grad_norm_(self.model.parameters(), cfg.grad_clip or math.inf))
     self.optimizer.step()
     self.optimizer.zero_grad(set_to_none=True)
     return mean_loss
@@ -209,7 +209,10 @@ def save(self: Trainer):
 def _write_metrics(self: Trainer, log, loss: float, tokens_per_s: float):
     "Append this step's line to metrics.jsonl (on rank 0), with the validation loss on evaluation steps."
     cfg = self.cfg
-    line = dict(step=self.step, tokens=self.tokens, train_loss=loss, lr=lr_at(self.step - 1, cfg), tokens_per_s=tokens_per_s)
+    line = dict(step=self.step, tokens=self.tokens, train_loss=loss, lr=lr_at(self.step - 1, cfg), grad_norm=self.grad_norm,
+                tokens_per_s=tokens_per_s)
+    if self.finished:  # how much position weighs against the token at the input, once trained
+        line["position_token_ratio"] = position_token_ratio(self.model)
     if self.is_main and (self.step % cfg.eval_interval == 0 or self.finished):
         line["val_loss"] = self.evaluate()
         line["val_ppl"] = math.exp(min(line["val_loss"], 700))
