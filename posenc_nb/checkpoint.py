@@ -17,9 +17,9 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
-from .model import TransformerLM
+from .model import MODEL_VERSION, TransformerLM
 from .tokens import load_tokenizer
-from .utils import atomic_write, disk_full, project_dir, sha256_file, write_json
+from .utils import atomic_write, disk_full, model_device, project_dir, sha256_file, suggest, write_json
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder',
@@ -94,7 +94,7 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
         atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
         atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
         write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
-                                                finished=finished, files=files, torch_version=torch.__version__,
+                                                finished=finished, files=files, torch_version=torch.__version__, model_version=MODEL_VERSION,
                                                 sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()}))
     except BaseException as e:
         remove_unreferenced(out_dir)  # whatever half of this checkpoint was written
@@ -147,7 +147,13 @@ def check_same_config(meta: dict, cfg: TrainConfig, out_dir: Path):
 
 
 def load_weights(model: nn.Module, out_dir: Path, meta: dict):
-    "Load the checkpoint's weights into `model`, once their checksum matches."
+    "Load the checkpoint's weights into `model`, once their checksum matches and they were made for this model definition."
+    version = meta.get("model_version", 1)  # runs saved before versions were recorded are version 1
+    if version != MODEL_VERSION:
+        raise CheckpointError(f"{out_dir} was trained with model version {version}, and this posenc_nb builds version "
+                              f"{MODEL_VERSION} (see MODEL_VERSION in posenc_nb.model): the same weights would compute "
+                              "something else. Nothing was changed. Retrain it with --force (train(..., force=True)), "
+                              "or delete the folder.")
     path = _verified(out_dir, meta, "model")
     try:
         load_model(model, str(path), device=str(next(model.parameters()).device))
@@ -190,6 +196,26 @@ def read_metrics(out_dir: str | Path) -> pd.DataFrame:
     "The metrics of the run in `out_dir`, one row per logged step."
     return pd.DataFrame(_metric_lines(Path(out_dir) / "metrics.jsonl"))
 
+# %% ../nbs/06_checkpoint.ipynb #a7c3e9d1
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    "The device `load_run` puts a model on: None is the CPU, \"auto\" cuda when available."
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device or "cpu")
+
+
+def _dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    "The weight dtype `load_run` casts to: None keeps float32, a name is looked up in `_DTYPES`."
+    if isinstance(dtype, torch.dtype) or dtype is None:
+        return dtype or torch.float32
+    if dtype not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}{suggest(dtype, _DTYPES)}; choose one of {', '.join(_DTYPES)} (or a torch.dtype)")
+    return _DTYPES[dtype]
+
+
 # %% ../nbs/06_checkpoint.ipynb #c5ddcfeb
 @dataclass
 class Run:
@@ -197,13 +223,21 @@ class Run:
 
     config: TrainConfig
     out_dir: Path
-    model: TransformerLM  # eval mode, on the CPU
+    model: TransformerLM  # eval mode, where `load_run` put it (the CPU unless asked otherwise)
     step: int
     finished: bool
 
     @property
     def name(self) -> str:
         return self.out_dir.name
+
+    @property
+    def device(self) -> torch.device:
+        return model_device(self.model)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -214,8 +248,9 @@ class Run:
         return load_tokenizer(self.config.corpus, vocab_size=self.config.vocab_size)
 
 
-def load_run(out_dir: str | Path) -> Run:
-    "The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256)."
+def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Run:
+    """The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256), on
+    `device` ("auto": cuda when available; None: the CPU) in `dtype` (e.g. torch.bfloat16; None: float32 as trained)."""
     out_dir = Path(out_dir)
     meta = read_meta(out_dir)
     if meta is None:
@@ -227,4 +262,5 @@ def load_run(out_dir: str | Path) -> Run:
         raise CheckpointError(f"{out_dir / 'meta.json'} holds a config this version cannot read: {e}") from None
     model = TransformerLM(cfg.model_config())
     load_weights(model, out_dir, meta)
+    model = model.to(device=_device(device), dtype=_dtype(dtype))
     return Run(cfg, out_dir, model.eval(), meta["step"], meta["finished"])

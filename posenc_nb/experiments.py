@@ -5,22 +5,26 @@
 # %% ../nbs/13_experiments.ipynb #bfbca103
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import os
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict, replace
 from pathlib import Path
 from unittest import mock
 
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from .checkpoint import Run, read_meta, run_dir
 from .config import TrainConfig
 from .evaluate import perplexity_by_length
+from .model import TransformerLM
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              savefig, style_axes)
 from .tokens import load_tokens
@@ -28,11 +32,11 @@ from .train import train
 from .utils import positive_int
 
 # %% auto #0
-__all__ = ['train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'train_runs', 'experiment_run', 'grid_runs',
-           'experiment_runs', 'final_val_loss', 'training_tokens', 'unigram_loss', 'assert_below_unigram',
-           'perplexity_grid', 'core_keys', 'time_side_by_side', 'seed_summary', 'spread_order', 'with_spread',
-           'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'core_seed_spread', 'gap_trend',
-           'plot_grouped_bars', 'save_training_curves']
+__all__ = ['train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'train_runs', 'run_config', 'experiment_run',
+           'grid_runs', 'experiment_runs', 'final_val_loss', 'training_tokens', 'model_parameters',
+           'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'perplexity_grid', 'core_keys',
+           'time_side_by_side', 'seed_summary', 'spread_order', 'with_spread', 'side_by_side', 'nopos_gap',
+           'gap_report', 'save_table', 'core_seed_spread', 'gap_trend', 'plot_grouped_bars', 'save_training_curves']
 
 # %% ../nbs/13_experiments.ipynb #4e6c0f88
 def train_jobs(jobs: int | None = None) -> int:
@@ -116,7 +120,8 @@ def train_runs(configs, jobs: int | None = None) -> list[Run]:
     return [train(cfg, progress=False) for cfg in configs]  # with one worker or one run: trained here, one after another
 
 # %% ../nbs/13_experiments.ipynb #a1f3b919
-def _config(train_settings: dict, fields: dict, encoding: str, seed: int) -> TrainConfig:
+def run_config(train_settings: dict, fields: dict, encoding: str, seed: int) -> TrainConfig:
+    "The config of the run of `train_settings` with `fields`, `encoding` and `seed`: how every experiment names a model."
     return TrainConfig.from_dict({**train_settings, **fields, "pos_encoding": encoding, "seed": seed})
 
 
@@ -128,7 +133,7 @@ def experiment_run(train_settings: dict, **fields) -> Run:
 def grid_runs(train_settings: dict, variants: dict, encodings, seeds, jobs: int | None = None) -> dict:
     "A run per variant (name: `TrainConfig` fields), encoding and seed, all trained side by side: `{(variant, encoding, seed): run}`."
     keys = [(name, enc, seed) for name in variants for enc in encodings for seed in seeds]
-    configs = [_config(train_settings, variants[name], enc, seed) for name, enc, seed in keys]
+    configs = [run_config(train_settings, variants[name], enc, seed) for name, enc, seed in keys]
     return dict(zip(keys, train_runs(configs, jobs)))
 
 
@@ -148,6 +153,35 @@ def final_val_loss(run) -> float:
 def training_tokens(run) -> int:
     "How many tokens `run` trained on."
     return int(run.metrics["tokens"].max())
+
+# %% ../nbs/13_experiments.ipynb #8ea01e92
+_PARAMETER_COUNTS: dict[str, int] = {}  # by model shape: a plan asks for the same few shapes many times
+
+
+def model_parameters(cfg: TrainConfig) -> int:
+    "Parameters of `cfg`'s model (the tied embedding once), counted on the meta device: no weights are made."
+    shape = cfg.model_config()
+    key = json.dumps({**asdict(shape), "causal": None, "dropout": None}, sort_keys=True)  # neither changes the count
+    if key not in _PARAMETER_COUNTS:
+        unchanged = lambda tensor, *args, **kwargs: tensor  # counting needs no initial values (10x faster on meta)
+        inits = {name: unchanged for name in ("normal_", "zeros_", "ones_", "uniform_", "kaiming_uniform_")}
+        with torch.device("meta"), mock.patch.multiple(nn.init, **inits):
+            _PARAMETER_COUNTS[key] = TransformerLM(shape).num_params()
+    return _PARAMETER_COUNTS[key]
+
+
+def model_size_variants(train_settings: dict, model_sizes: dict, corpus: str) -> dict:
+    """Table 2's variants (`grid_runs` fields) of `model_sizes`: steps and warm-up scaled by parameters (without a position
+    table) over the core's, so each size trains as many tokens per parameter; the core shape keeps the core's fields."""
+    core = TrainConfig.from_dict({**train_settings, "corpus": corpus})
+    core_params, variants = model_parameters(replace(core, pos_encoding="nopos")), {}
+    for name, shape in model_sizes.items():
+        cfg = TrainConfig.from_dict({**train_settings, "corpus": corpus, **shape})
+        ratio = model_parameters(replace(cfg, pos_encoding="nopos")) / core_params
+        steps = dict(max_steps=max(1, round(core.max_steps * ratio)), warmup_steps=round(core.warmup_steps * ratio))
+        variants[name] = dict(corpus=corpus) if cfg.model_config() == core.model_config() else dict(corpus=corpus, **shape, **steps)
+    return variants
+
 
 # %% ../nbs/13_experiments.ipynb #7caae91f
 def unigram_loss(train_tokens, eval_tokens, vocab_size: int) -> float:
@@ -194,7 +228,7 @@ def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int | No
 # %% ../nbs/13_experiments.ipynb #dd267d6c
 def core_keys(runs: dict, train_settings: dict, encodings, seeds, **fields) -> list:
     "The keys of `runs` whose run is a core model (`train_settings` with `fields`, an encoding and a seed): same config, same folder."
-    names = {run_dir(_config(train_settings, fields, enc, seed)).name for enc in encodings for seed in seeds}
+    names = {run_dir(run_config(train_settings, fields, enc, seed)).name for enc in encodings for seed in seeds}
     return [key for key, run in runs.items() if run.name in names]
 
 # %% ../nbs/13_experiments.ipynb #2ded679d

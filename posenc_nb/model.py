@@ -19,8 +19,9 @@ from torch import nn
 from .encodings import ENCODINGS, PositionalEncoding, get_encoding
 
 # %% auto #0
-__all__ = ['PRESETS', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention', 'SelfAttention',
-           'MLP', 'Block', 'LMOutput', 'TransformerLM', 'position_token_ratio', 'check_token_ids', 'encoding_options']
+__all__ = ['PRESETS', 'MODEL_VERSION', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention',
+           'SelfAttention', 'MLP', 'Block', 'LMOutput', 'TransformerLM', 'position_token_ratio', 'check_token_ids',
+           'encoding_options']
 
 # %% ../nbs/01_model.ipynb #926d5fe0
 @dataclass
@@ -188,6 +189,9 @@ class LMOutput:
     attentions: tuple[torch.Tensor, ...] | None = None  # n_layer of (B, n_head, T, T) attention probabilities
 
 # %% ../nbs/01_model.ipynb #00b7eacf
+MODEL_VERSION = 2  # what a checkpoint's weights mean: 2 scales token embeddings by sqrt(d_model); 1 (before) did not
+
+
 class TransformerLM(nn.Module):
     "A decoder-only transformer language model with a pluggable positional encoding."
 

@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import math
 import os
+import shlex
 import shutil
+import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import nbformat
@@ -19,15 +23,19 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
-from .config import DEFAULT_OUT, PROFILES, ConfigError, TrainConfig, parse_overrides
+from .checkpoint import run_dir
+from .config import DEFAULT_OUT, PROFILES, ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .corpora import HUB_CORPORA, SOURCES
 from .encodings import ENCODINGS
-from .utils import EXIT_STATUS, REPO_ROOT, run_command, suggest
+from .experiments import model_parameters, model_size_variants, run_config
+from .utils import EXIT_STATUS, REPO_ROOT, positive_int, run_command, suggest
 
 # %% auto #0
-__all__ = ['EXPERIMENTS_DIR', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters', 'declared_defaults',
-           'parameters_source', 'write_parameters', 'parameter_problems', 'committed_figures', 'check_parameters',
-           'ReproductionError', 'run_notebook', 'check_overrides', 'reproduce', 'main']
+__all__ = ['EXPERIMENTS_DIR', 'ASSUMED_TFLOPS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters',
+           'declared_defaults', 'parameters_source', 'write_parameters', 'parameter_problems', 'committed_figures',
+           'check_parameters', 'ReproductionError', 'run_notebook', 'check_overrides', 'profile_parameters',
+           'reproduce', 'profile_trainings', 'training_tokens_of', 'training_flops', 'training_plan', 'plan_summary',
+           'train_arguments', 'train_command', 'plan_script', 'dry_run', 'main', 'plan_main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -221,13 +229,20 @@ def check_overrides(overrides: dict, profile: str = "cpu"):
         raise ConfigError([(k, f"not a profile parameter{suggest(k, PROFILES[profile])}") for k in unknown])
 
 
-def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> Path:
-    "The output folder, resolved; first an error for an unknown profile or key, a bad parameter, or other results aimed at the committed figures."
+def profile_parameters(profile: str, overrides: dict | None = None) -> dict:
+    "The parameters of `profile` with `overrides` on top, checked: an unknown profile or key, or a bad value, raises."
     if profile not in PROFILES:
         raise ValueError(f"Unknown profile {profile!r}; choose one of {sorted(PROFILES)}.")
-    check_overrides(overrides, profile)
-    if problems := parameter_problems(dict(PROFILES[profile], **overrides, profile=profile)):
+    check_overrides(overrides or {}, profile)
+    params = dict(PROFILES[profile], **(overrides or {}), profile=profile)
+    if problems := parameter_problems(params):
         raise ConfigError(problems)
+    return params
+
+
+def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> Path:
+    "The output folder, resolved; first an error for an unknown profile or key, a bad parameter, or other results aimed at the committed figures."
+    profile_parameters(profile, overrides)
     out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
     if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
         changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
@@ -244,6 +259,14 @@ def _publish(staging: Path, out_dir: Path):
         path.replace(target)
     shutil.rmtree(staging)
 
+# %% ../nbs/14_reproduce.ipynb #f1a2b3c4
+def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool) -> tuple[Path, dict, list]:
+    "The output folder, the parameters, and `(notebook, its parameters)` for each chosen notebook: every check before anything runs."
+    out_dir = _check_request(profile, overrides, out_dir, replace)
+    notebooks = select_notebooks(experiment_notebooks(experiments_dir), only)
+    params = dict(PROFILES[profile], **overrides, profile=profile)
+    return out_dir, params, [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]
+
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
@@ -253,10 +276,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     committed figures only with `replace`. The notebooks train `train_jobs` models side by side (`POSENC_TRAIN_JOBS`
     in the environment wins)."""
     overrides = overrides or {}
-    out_dir = _check_request(profile, overrides, out_dir, replace)
-    notebooks = select_notebooks(experiment_notebooks(experiments_dir), only)
-    params = dict(PROFILES[profile], **overrides, profile=profile)
-    todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]  # check all before running any
+    out_dir, params, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
     log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
     timings, start = [], time.time()
     os.environ.setdefault("POSENC_TRAIN_JOBS", str(params["train_jobs"]))  # the kernels inherit it
@@ -280,12 +300,131 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
     return timings
 
+# %% ../nbs/14_reproduce.ipynb #e5f6a7b8
+def _grid(settings: dict, variants, encodings, seeds) -> list[TrainConfig]:
+    "The configs `grid_runs(settings, variants, encodings, seeds)` trains (`variants`: an iterable of fields)."
+    return [run_config(settings, fields, enc, seed) for fields in variants for enc in encodings for seed in seeds]
+
+
+def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
+    "`(notebook, config)` for each model the experiment notebooks train under the parameters `p` (a run may repeat)."
+    ts, core, masked = p["train_settings"], [{"corpus": p["corpus"]}], [{"corpus": p["corpus"], "objective": "mlm"}]
+    mlm, first, te, tseeds = {**ts, **p["mlm_settings"]}, p["seeds"][:1], p["table_encodings"], p["table_seeds"]
+    core_five, spread = _grid(ts, core, p["encodings"], p["seeds"]), _grid(ts, core, te, p["seeds"])
+    nopos_pair = _grid(ts, core, ["nopos"], first) + _grid(mlm, masked, ["nopos"], first)
+    base = TrainConfig.from_dict(ts)
+    lengths = [dict(corpus=p["corpus"], seq_len=n, batch_size=base.seq_len * base.batch_size // n) for n in p["train_lengths"]]
+    corpora = [dict(corpus=c) for c in [*p["corpora"], *p["online_corpora"]]]
+    groups = {
+        "01_extrapolation": core_five,
+        "02_attention_heatmaps": nopos_pair,
+        "03_table1_corpora": _grid(ts, corpora, te, tseeds) + spread,
+        "04_table2_model_sizes": _grid(ts, model_size_variants(ts, p["model_sizes"], p["corpus"]).values(), te, tseeds) + spread,
+        "05_table3_train_lengths": _grid(ts, lengths, te, tseeds) + spread,
+        "06_probe": core_five,
+        "07_mlm_control": _grid(mlm, masked, p["mlm_encodings"], p["seeds"]) + _grid(ts, core, p["mlm_encodings"], p["seeds"]),
+        "08_appendix": core_five,
+        "09_beyond_the_paper": _grid(ts, core, p["beyond_encodings"] or ENCODINGS, tseeds),
+        "10_how_nopos_counts": nopos_pair,
+    }
+    return [(notebook, cfg) for notebook, configs in groups.items() for cfg in configs]
+
+# %% ../nbs/14_reproduce.ipynb #b8c9d0e1
+ASSUMED_TFLOPS = 150.0  # sustained bf16 TFLOP/s per GPU that GPU-hour estimates assume (about half an A100's peak)
+
+
+def training_tokens_of(cfg: TrainConfig) -> int:
+    "Tokens `cfg` trains on: steps x sequences per step x their length."
+    return cfg.max_steps * cfg.batch_size * cfg.seq_len
+
+
+def training_flops(cfg: TrainConfig, parameters: int | None = None) -> float:
+    "Training FLOPs of `cfg`: tokens x (6 x parameters + 12 x layers x length x width), PaLM's count."
+    shape = cfg.model_config()
+    per_token = 6 * (parameters or model_parameters(cfg)) + 12 * shape.n_layer * cfg.seq_len * shape.d_model
+    return float(training_tokens_of(cfg) * per_token)
+
+# %% ../nbs/14_reproduce.ipynb #d0e1f2a3
+def _plan_row(cfg: TrainConfig, tflops: float) -> dict:
+    "The plan's row of one run."
+    shape, parameters = cfg.model_config(), model_parameters(cfg)
+    flops = training_flops(cfg, parameters)
+    return dict(run=run_dir(cfg).name, config_hash=config_hash(cfg), encoding=cfg.pos_encoding, objective=cfg.objective,
+                corpus=cfg.corpus, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head,
+                parameters=parameters, batch_size=cfg.batch_size, steps=cfg.max_steps, tokens=training_tokens_of(cfg),
+                seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600, folder=str(run_dir(cfg)), config=cfg)
+
+
+def training_plan(profile: str, overrides: dict | None = None, tflops: float = ASSUMED_TFLOPS) -> pd.DataFrame:
+    """One row per distinct training run of `profile` (with `overrides`): its folder, config hash, shape, tokens, seed,
+    the notebooks that use it, its training FLOPs and GPU-hours at `tflops` sustained; nothing runs, nothing trains."""
+    rows, notebooks = {}, {}
+    for notebook, cfg in profile_trainings(profile_parameters(profile, overrides)):
+        rows.setdefault(run_dir(cfg), cfg)
+        notebooks.setdefault(run_dir(cfg), []).append(notebook)
+    plan = pd.DataFrame([dict(_plan_row(cfg, tflops), notebooks=", ".join(dict.fromkeys(notebooks[folder])))
+                         for folder, cfg in rows.items()])
+    plan.attrs.update(profile=profile, tflops=tflops)
+    return plan
+
+
+def plan_summary(plan: pd.DataFrame) -> str:
+    "One line: how many runs, tokens and FLOPs the plan trains, and the GPU-hours at its assumed rate."
+    return (f"profile {plan.attrs['profile']!r}: {len(plan)} training runs, {plan.tokens.sum():.3g} tokens, "
+            f"{plan.flops.sum():.3g} FLOPs: about {plan.gpu_hours.sum():.3g} GPU-hours at an assumed "
+            f"{plan.attrs['tflops']:g} TFLOP/s sustained per GPU")
+
+# %% ../nbs/14_reproduce.ipynb #b4c5d6e7
+def _yaml_text(value) -> str:
+    "`value` as `key=value` arguments write it: read back by `parse_yaml` as the same value."
+    if isinstance(value, str) and parse_yaml(value) == value:
+        return value
+    return json.dumps(value)  # JSON is YAML: numbers, lists, mappings, quoted strings
+
+
+def train_arguments(cfg: TrainConfig) -> list[str]:
+    "`key=value` for every key of `cfg` that differs from the default: what `posenc-train` needs to train `cfg`."
+    return [f"{f.name}={_yaml_text(getattr(cfg, f.name))}" for f in fields(cfg) if getattr(cfg, f.name) != f.default]
+
+
+def train_command(cfg: TrainConfig, nproc_per_node: int = 1) -> str:
+    "The shell command that trains (or resumes, or reuses) `cfg` into its run folder on `nproc_per_node` processes."
+    cfg.check_world_size(nproc_per_node)
+    launcher = ["torchrun", "--standalone", f"--nproc-per-node={nproc_per_node}", "--no-python"]
+    return shlex.join([*launcher, "posenc-train", "--no-progress", "--out", str(run_dir(cfg)), *train_arguments(cfg)])
+
+
+def plan_script(plan: pd.DataFrame, nproc_per_node: int = 1) -> str:
+    "A bash script of `plan`'s `train_command`s, one run after another; run it again to go on after an interruption."
+    header = ["#!/usr/bin/env bash", f"# posenc-reproduce plan: {plan_summary(plan)}",
+              "# Rerun this script to go on after an interruption: finished runs are reused, a stopped one resumes.",
+              "set -euo pipefail"]
+    return "\n".join([*header, *(train_command(cfg, nproc_per_node) for cfg in plan.config)]) + "\n"
+
+# %% ../nbs/14_reproduce.ipynb #e7f8a9b0
+def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
+            experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
+    "What `reproduce` would do, checked and planned: the plan of the runs the chosen notebooks train. Nothing runs."
+    overrides = overrides or {}
+    out_dir, _, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
+    plan = training_plan(profile, overrides)
+    chosen = {nb.stem for nb, _ in todo}
+    plan = plan[plan.notebooks.map(lambda names: bool(chosen.intersection(names.split(", "))))]
+    log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would go "
+        f"to {out_dir}\n{plan_summary(plan)}")
+    return plan
+
 # %% ../nbs/14_reproduce.ipynb #6c35e0a4
 def main(argv=None) -> int:
-    "`posenc-reproduce [--profile smoke|cpu|paper] [--only NAME ...] [--out DIR] [--replace] [key=value ...]`; returns the exit status."
+    """`posenc-reproduce [--profile NAME] [--only NAME ...] [--out DIR] [--replace] [--dry-run] [key=value ...]`, or
+    `posenc-reproduce plan ...` (see `plan_main`); returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["plan"]:
+        return plan_main(argv[1:])
     parser = argparse.ArgumentParser(prog="posenc-reproduce", description="Run the experiment notebooks under one profile.",
                                      epilog="key=value replaces a profile value (read as YAML), e.g. seeds=[0,1] "
-                                            f"eval_tokens=4096. {EXIT_STATUS}")
+                                            f"eval_tokens=4096. `posenc-reproduce plan --help`: the profile's training runs as "
+                                            f"commands, to train them elsewhere first. {EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
     parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="parameter set (default: cpu, the main job)")
     parser.add_argument("--only", action="append", metavar="NAME",
@@ -294,7 +433,42 @@ def main(argv=None) -> int:
     parser.add_argument("--replace", action="store_true",
                         help="let another profile, or overrides, replace the committed figures/ (refused otherwise)")
     parser.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR), help="folder of the experiment notebooks")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check everything and print the plan of the runs the notebooks train; run nothing")
     args = parser.parse_args(argv)
-    return run_command("posenc-reproduce", lambda: reproduce(
+    run = dry_run if args.dry_run else reproduce
+    return run_command("posenc-reproduce", lambda: run(
         args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),
         experiments_dir=args.experiments_dir, replace=args.replace))
+
+# %% ../nbs/14_reproduce.ipynb #b0c1d2e3
+_PLAN_COLUMNS = ["run", "notebooks", "objective", "corpus", "seq_len", "n_layer", "d_model", "parameters", "steps", "tokens",
+                 "seed", "gpu_hours"]
+
+
+def plan_main(argv=None) -> int:
+    "`posenc-reproduce plan [--profile NAME] [--out FILE] [--nproc-per-node N] [--tflops T] [key=value ...]`; the exit status."
+    parser = argparse.ArgumentParser(prog="posenc-reproduce plan", description="List the training runs of a profile's "
+                                     "notebooks, their cost, and the command that trains each (on a GPU node, say).",
+                                     epilog="Train them (rerun to resume), then run posenc-reproduce with the same profile "
+                                            f"and values: the notebooks reuse the finished runs. {EXIT_STATUS}")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
+    parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="parameter set (default: cpu)")
+    parser.add_argument("--out", type=Path, help="write the commands to this executable bash script instead of printing them")
+    parser.add_argument("--nproc-per-node", type=int, default=1, help="torchrun processes (GPUs) per run (default 1)")
+    parser.add_argument("--tflops", type=float, default=ASSUMED_TFLOPS, help="sustained TFLOP/s per GPU the estimate assumes")
+    args = parser.parse_args(argv)
+
+    def body():
+        plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=args.tflops)
+        script = plan_script(plan, positive_int(args.nproc_per_node, "--nproc-per-node"))
+        numbers = lambda names: ",".join(name.split("_")[0] for name in names.split(", "))  # 01,06: a narrow column
+        print(plan[_PLAN_COLUMNS].to_string(index=False, formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
+        print(plan_summary(plan))
+        if args.out:
+            args.out.write_text(script)
+            args.out.chmod(0o755)
+            print(f"{len(plan)} commands written to {args.out}; run it (again after an interruption) to train them")
+        else:
+            print(script, end="")
+    return run_command("posenc-reproduce plan", body)

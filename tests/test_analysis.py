@@ -72,8 +72,8 @@ CAUSAL_ENTRY_POINTS = {
     "perplexity_by_length": lambda m, t: perplexity_by_length(m, t, [8]),
     "loss_by_position": lambda m, t: loss_by_position(m, t, 8),
     "word_order_losses": lambda m, t: word_order_losses(m, t, 8, n_samples=4),
-    "probe_layers": lambda m, t: probe_layers(m, t, t, seq_len=8, n_train=4, n_eval=2, steps=2),
-    "probe_predictions": lambda m, t: probe_predictions(m, t, t, layer=1, seq_len=8, n_train=4, n_eval=2, steps=2),
+    "probe_layers": lambda m, t: probe_layers(m, t, t, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1),
+    "probe_predictions": lambda m, t: probe_predictions(m, t, t, layer=1, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1),
 }
 
 
@@ -157,8 +157,8 @@ def test_too_few_tokens_for_the_context(models, tokens):
 def test_probe_layer_that_does_not_exist(layer, models, tokens):
     model = models["nopos"]
     t = small_tokens(tokens, model.config.vocab_size)
-    for call in (lambda: probe_layers(model, t, t, seq_len=8, layers=[layer], n_train=4, n_eval=2, steps=2),
-                 lambda: probe_predictions(model, t, t, layer=layer, seq_len=8, n_train=4, n_eval=2, steps=2)):
+    for call in (lambda: probe_layers(model, t, t, seq_len=8, layers=[layer], n_train=4, n_select=2, n_eval=2, epochs=1),
+                 lambda: probe_predictions(model, t, t, layer=layer, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1)):
         message = error_message(call)
         assert f"layer {layer!r}" in message and "0..2" in message, message  # the layer asked for, the layers there are
 

@@ -227,7 +227,7 @@ def test_a_new_encoding_runs_through_training_evaluation_probe_and_plots(stripes
     val = load_tokens(cfg.corpus, "validation", vocab_size=cfg.vocab_size, progress=False)
     ppl = perplexity_by_length(run.model, val, [16, 64, 256], max_tokens=1024)
     assert ppl.perplexity.notna().all() and set(ppl.encoding) == {stripes}  # no length limit declared: any length
-    probe = probe_layers(run.model, val, val, seq_len=32, n_train=8, n_eval=4, steps=5)
+    probe = probe_layers(run.model, val, val, seq_len=32, kinds="mlp", n_train=8, n_select=8, n_eval=4, epochs=1)
     assert list(probe.layer) == list(range(cfg.model_config().n_layer + 1))
 
     figures = [plot_perplexity(ppl, train_context=cfg.seq_len), plot_probe_layers(probe), plot_runs([run])[0]]

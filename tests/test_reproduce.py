@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from nbdev.test import _keep_file
 
-from posenc_nb.probe import random_mad
+from posenc_nb.probe import middle_mad, random_mad
 from posenc_nb.config import PROFILES
 from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, committed_figures, experiment_notebooks,
@@ -25,7 +25,10 @@ ENCODINGS = SMOKE["encodings"]
 # Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
 FIGURES = ["extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
-           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper"]
+           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper",
+           *(f"training_curves_{name}" for name in ["extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
+                                                     "table3_train_lengths", "probe", "mlm_control", "appendix",
+                                                     "beyond_the_paper", "how_nopos_counts"])]
 TABLES = {
     "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
     "attention_heatmaps": ["attention", "text", "query_token", "key_token", "weight"],
@@ -33,7 +36,8 @@ TABLES = {
     "table1_corpora": ["corpus", "encoding", "seed", "perplexity"],
     "table2_model_sizes": ["variant", "n_params", "encoding", "seed", "perplexity"],
     "table3_train_lengths": ["seq_len", "encoding", "seed", "perplexity"],
-    "probe_mad": ["encoding", "layer", "mad", "random_mad"],
+    "probe_mad": ["encoding", "seed", "layer", "probe", "mad", "median_mad", "random_mad", "middle_mad"],
+    "context_use": ["encoding", "ratio_mean", "n_seeds", "uses_context"],
     "probe_predictions": ["position", "mean", "lower", "upper", "example"],
     "mlm_control": ["encoding", "objective", "perplexity"],
     "loss_by_position": ["encoding", "bucket", "loss"],
@@ -95,7 +99,8 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     _, figures, _, _ = smoke
     train_len = SMOKE["train_settings"]["seq_len"]
     ext = pd.read_csv(figures / "extrapolation.csv")
-    assert set(ext.encoding) == set(ENCODINGS) and set(ext.protocol) == {"nonoverlapping", "sliding"}
+    assert set(ext.encoding) == set(ENCODINGS) and set(ext.seed) == set(SMOKE["seeds"])
+    assert set(ext.protocol) == {"nonoverlapping", "sliding"}  # the smoke profile scores both
     assert set(ext.context_length) == set(SMOKE["eval_lengths"])
     learned = ext[ext.encoding == "learned"]
     assert learned[learned.context_length > train_len].perplexity.isna().all()  # not applicable, not faked
@@ -110,6 +115,7 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     n_layer = SMOKE["train_settings"]["n_layer"]
     assert set(probe.layer) == set(range(n_layer + 1)) and set(probe.encoding) == set(ENCODINGS)
     assert probe.random_mad.round(6).eq(round(random_mad(train_len), 6)).all()
+    assert probe.middle_mad.round(6).eq(round(middle_mad(train_len), 6)).all() and set(probe.probe) == {"mlp", "linear"}
 
     mlm = pd.read_csv(figures / "mlm_control.csv")
     assert {(e, o) for e, o in zip(mlm.encoding, mlm.objective)} == {(e, o) for e in SMOKE["mlm_encodings"] for o in ("clm", "mlm")}
@@ -122,11 +128,12 @@ def test_smoke_reuses_trained_models(smoke):
     "The notebooks after the first retrain nothing they share: one run folder per distinct config."
     _, _, runs, _ = smoke
     s = SMOKE
-    distinct = (len(ENCODINGS) + len(s["mlm_encodings"])  # the base models and the masked LMs
-                + (len(s["corpora"]) - 1) * len(s["table_encodings"])  # the other corpora
-                + (len(s["model_sizes"]) - 1) * len(s["table_encodings"])  # the other sizes
-                + (len(s["train_lengths"]) - 1) * len(s["table_encodings"])  # the other lengths
-                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * len(s["beyond_seeds"]))  # beyond the paper
+    one_seed = len(s["table_seeds"])  # the tables and the encodings beyond the paper; their core rows are the core runs
+    distinct = ((len(ENCODINGS) + len(s["mlm_encodings"])) * len(s["seeds"])  # the core models and the masked LMs
+                + (len(s["corpora"]) - 1) * len(s["table_encodings"]) * one_seed  # the other corpora
+                + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
+                + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
+                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed)  # beyond the paper
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
