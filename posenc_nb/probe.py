@@ -192,7 +192,7 @@ def _shuffled_batches(n: int, settings: ProbeTraining, seed: int):
 @delegates(ProbeTraining)
 def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: str = "mlp", seed: int = 0, **kwargs) -> nn.Module:
     "A probe fitted to every state of `train_states` `(n, L, d)` (label: its position), at its best checkpoint on `select_states`."
-    settings, (n, length, d), device = ProbeTraining(**kwargs), train_states.shape, train_states.device
+    settings, (_, length, d), device = ProbeTraining(**kwargs), train_states.shape, train_states.device
     if select_states.shape[1:] != (length, d):
         raise ValueError(f"selection states {tuple(select_states.shape)} do not match training states {tuple(train_states.shape)} "
                          "past the first dimension: give both from the same layer and window length")
