@@ -21,9 +21,9 @@ from .utils import frozen, model_device, positive_int
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'check_tokens', 'context_limit', 'check_context_length',
-           'rows_per_batch', 'window_nll', 'perplexity_by_length', 'plot_perplexity', 'masked_sequences',
-           'masked_perplexity', 'permuted_positions', 'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix',
-           'word_order_losses', 'plot_word_order', 'seed_gap', 'format_mean_std']
+           'rows_per_batch', 'window_nll', 'check_context_lengths', 'perplexity_by_length', 'plot_perplexity',
+           'masked_sequences', 'masked_perplexity', 'permuted_positions', 'loss_by_position', 'plot_loss_by_position',
+           'shuffle_prefix', 'word_order_losses', 'plot_word_order', 'seed_gap', 'format_mean_std']
 
 # %% ../nbs/09_evaluate.ipynb #1094337a
 def model_encoding(model, encoding: str | None = None) -> str:
@@ -105,6 +105,14 @@ def _not_applicable(model, context_length: int, n_scorable: int) -> str:
     return ""
 
 
+def check_context_lengths(context_lengths: Iterable[int]) -> list[int]:
+    "`context_lengths` as a list of positive ints; at least one."
+    context_lengths = [positive_int(n, "context_length") for n in context_lengths]
+    if not context_lengths:
+        raise ValueError("context_lengths is empty: give at least one length, e.g. [32, 64, 128]")
+    return context_lengths
+
+
 def perplexity_by_length(model, tokens, context_lengths: Iterable[int], protocol: str = "nonoverlapping",
                          stride: int | None = None, max_tokens: int | None = None, batch_size: int = 8,
                          encoding: str | None = None) -> pd.DataFrame:
@@ -115,9 +123,7 @@ def perplexity_by_length(model, tokens, context_lengths: Iterable[int], protocol
     protocols = PROTOCOLS if protocol == "both" else (protocol,)
     if not set(protocols) <= set(PROTOCOLS):
         raise ValueError(f"unknown protocol {protocol!r}: use 'nonoverlapping', 'sliding' or 'both'")
-    context_lengths = [positive_int(n, "context_length") for n in context_lengths]
-    if not context_lengths:
-        raise ValueError("context_lengths is empty: give at least one length, e.g. [32, 64, 128]")
+    context_lengths = check_context_lengths(context_lengths)
     if stride is not None: positive_int(stride, "stride")
     if max_tokens is not None: positive_int(max_tokens, "max_tokens")
     tokens = check_tokens(model, tokens)

@@ -5,6 +5,7 @@
 # %% ../nbs/13_experiments.ipynb #bfbca103
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import multiprocessing
@@ -23,7 +24,7 @@ from torch import nn
 
 from .checkpoint import Run, read_meta, run_dir
 from .config import TrainConfig
-from .evaluate import perplexity_by_length
+from .evaluate import check_context_lengths, model_encoding, perplexity_by_length
 from .model import TransformerLM
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              savefig, style_axes)
@@ -32,11 +33,12 @@ from .train import train
 from .utils import positive_int
 
 # %% auto #0
-__all__ = ['train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'train_runs', 'run_config', 'experiment_run',
-           'grid_runs', 'experiment_runs', 'final_val_loss', 'training_tokens', 'model_parameters',
-           'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'perplexity_grid', 'core_keys',
-           'time_side_by_side', 'seed_summary', 'spread_order', 'with_spread', 'side_by_side', 'nopos_gap',
-           'gap_report', 'save_table', 'core_seed_spread', 'gap_trend', 'plot_grouped_bars', 'save_training_curves']
+__all__ = ['SCORES_FILE', 'train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'train_runs', 'run_config',
+           'experiment_run', 'grid_runs', 'experiment_runs', 'final_val_loss', 'training_tokens', 'model_parameters',
+           'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'score_key', 'run_perplexity',
+           'runs_perplexity', 'perplexity_grid', 'core_keys', 'time_side_by_side', 'seed_summary', 'spread_order',
+           'with_spread', 'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'core_seed_spread', 'gap_trend',
+           'plot_grouped_bars', 'save_training_curves']
 
 # %% ../nbs/13_experiments.ipynb #4e6c0f88
 def train_jobs(jobs: int | None = None) -> int:
@@ -213,12 +215,73 @@ def _validation(corpus: str, vocab_size: int):
     return _validation_cache[key]
 
 
+SCORES_FILE = "scores.jsonl"  # in a run's folder: the perplexities measured so far, a line per context length
+
+
+def _digest(arrays) -> str:
+    h = hashlib.sha1()
+    for array in arrays:
+        h.update(np.ascontiguousarray(array).data)
+    return h.hexdigest()
+
+
+def score_key(model, tokens, protocol: str, stride: int | None, max_tokens: int | None) -> dict:
+    "Everything a perplexity depends on but its context length: the weights as they are now, the encoding's options, the tokens."
+    weights = _digest(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy() for t in model.state_dict().values())
+    key = dict(weights=weights, pos_options=model.config.pos_options, tokens=_digest([np.asarray(tokens)]), protocol=protocol,
+               stride=stride, max_tokens=max_tokens)
+    return json.loads(json.dumps(key))  # as it reads back from the file
+
+
+def _read_scores(path: Path, key: dict) -> dict:
+    "The rows scored under `key` in `path`, by context length; a line cut short by a kill is skipped."
+    scores = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(entry, dict) and entry.get("key") == key:
+            scores[entry["context_length"]] = entry["rows"]
+    return scores
+
+
+def run_perplexity(run: Run, context_lengths, protocol: str = "nonoverlapping", stride: int | None = None,
+                   max_tokens: int | None = None, encoding: str | None = None, cached_only: bool = False) -> pd.DataFrame | None:
+    """`perplexity_by_length` of `run` on its corpus's validation split. Each length is scored once: the rows go to the run
+    folder's `scores.jsonl` and later calls read them back. With `cached_only`, None unless every length is there."""
+    context_lengths = check_context_lengths(context_lengths)
+    tokens = _validation(run.config.corpus, run.config.vocab_size)[0]
+    key, path = score_key(run.model, tokens, protocol, stride, max_tokens), run.out_dir / SCORES_FILE
+    scores = _read_scores(path, key)
+    missing = [n for n in dict.fromkeys(context_lengths) if n not in scores]
+    if missing and cached_only:
+        return None
+    if missing:
+        scored = perplexity_by_length(run.model, tokens, missing, protocol, stride, max_tokens, encoding=encoding)
+        with path.open("a") as f:
+            for length in missing:
+                scores[length] = scored[scored.context_length == length].to_dict("records")
+                f.write(json.dumps(dict(key=key, context_length=length, rows=scores[length]), default=lambda x: x.item()) + "\n")
+    rows = [row for length in context_lengths for row in scores[length]]
+    return pd.DataFrame(rows).assign(encoding=model_encoding(run.model, encoding))
+
+
+def runs_perplexity(calls: list[dict], jobs: int | None = None) -> list[pd.DataFrame]:
+    "`run_perplexity(**call)` for each of `calls`: read back where the run folders have it, the rest scored side by side."
+    frames = [run_perplexity(**call, cached_only=True) for call in calls]
+    todo = [i for i, frame in enumerate(frames) if frame is None]
+    for i, frame in zip(todo, map_side_by_side(run_perplexity, [calls[i] for i in todo], jobs)):
+        frames[i] = frame
+    return frames
+
+
 def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int | None = None) -> pd.DataFrame:
     "A row per run of `grid_runs` (`{(variant, encoding, seed): run}`): its validation perplexity at its training length."
-    calls = [dict(model=run.model, tokens=_validation(run.config.corpus, run.config.vocab_size)[0], protocol="nonoverlapping",
-                  context_lengths=[run.config.seq_len], max_tokens=eval_tokens, encoding=enc) for (_, enc, _), run in runs.items()]
+    calls = [dict(run=run, context_lengths=[run.config.seq_len], max_tokens=eval_tokens, encoding=enc)
+             for (_, enc, _), run in runs.items()]
     rows = []
-    for ((name, enc, seed), run), ppl in zip(runs.items(), map_side_by_side(perplexity_by_length, calls, jobs)):
+    for ((name, enc, seed), run), ppl in zip(runs.items(), runs_perplexity(calls, jobs)):
         rows.append({"variant": name, **variants[name], "seq_len": run.config.seq_len, "encoding": enc, "seed": seed,
                      "perplexity": float(ppl.perplexity.iloc[0]), "val_loss": final_val_loss(run),
                      "unigram_loss": _validation(run.config.corpus, run.config.vocab_size)[1],
