@@ -8,6 +8,7 @@ cfg = cfg['DEFAULT']
 
 requirements = cfg.get('requirements', '').split()
 dev_requirements = cfg.get('dev_requirements', '').split()
+tensorboard_requirements = cfg.get('tensorboard_requirements', '').split()
 console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
@@ -23,7 +24,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path'] + '.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements},
+    extras_require={'dev': dev_requirements, 'tensorboard': tensorboard_requirements},
     entry_points={'console_scripts': console_scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
     zip_safe=False,
 )

@@ -262,5 +262,7 @@ def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtyp
         raise CheckpointError(f"{out_dir / 'meta.json'} holds a config this version cannot read: {e}") from None
     model = TransformerLM(cfg.model_config())
     load_weights(model, out_dir, meta)
-    model = model.to(device=_device(device), dtype=_dtype(dtype))
+    model, dtype = model.to(_device(device)), _dtype(dtype)
+    for weight in model.parameters():  # not Module.to(dtype): it would make RoPE's complex turns real, and round the
+        weight.data = weight.data.to(dtype)  # buffers (angles, tables), which the encodings cast where they are used
     return Run(cfg, out_dir, model.eval(), meta["step"], meta["finished"])

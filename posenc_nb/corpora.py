@@ -26,14 +26,16 @@ from datasets import Dataset, DatasetDict, load_from_disk
 from .utils import check_sha256, file_lock, project_dir, write_json
 
 # %% auto #0
-__all__ = ['SPLITS', 'OFFLINE_CORPORA', 'HUB_CORPORA', 'SOURCES', 'SHAKESPEARE_HELD_OUT', 'data_dir', 'fetch_source',
-           'holdout_split', 'strip_gutenberg', 'shakespeare_documents', 'detokenize_brown', 'brown_documents',
-           'wikitext_articles', 'wikitext_documents', 'local_documents', 'corpus_key', 'corpus_summary', 'load_corpus']
+__all__ = ['SPLITS', 'OFFLINE_CORPORA', 'HUB_CORPORA', 'WIKITEXT_HUB', 'SOURCES', 'SHAKESPEARE_HELD_OUT', 'data_dir',
+           'fetch_source', 'holdout_split', 'strip_gutenberg', 'shakespeare_documents', 'detokenize_brown',
+           'brown_documents', 'wikitext_articles', 'wikitext_documents', 'local_documents', 'corpus_key',
+           'corpus_summary', 'load_corpus']
 
 # %% ../nbs/03_corpora.ipynb #4f46c376
 SPLITS = ("train", "validation", "test")
 OFFLINE_CORPORA = ("shakespeare", "brown")
 HUB_CORPORA = {"wikitext-103": "wikitext-103-raw-v1", "wikitext-2": "wikitext-2-raw-v1"}
+WIKITEXT_HUB = ("Salesforce/wikitext", "b08601e04326c79dfdd32d625aee71d232d685c3")  # its canonical id, one fixed revision
 
 
 def data_dir() -> Path:
@@ -221,7 +223,7 @@ def _offline_reason() -> str | None:
 
 
 def wikitext_documents(corpus: str) -> dict[str, dict[str, list[str]]]:
-    "WikiText articles in their published splits, from the Hugging Face Hub."
+    "WikiText articles in their published splits, from the Hugging Face Hub at the revision `WIKITEXT_HUB` pins."
     offline_advice = (f"Corpora that work offline: {', '.join(OFFLINE_CORPORA)}, or the path of local .txt/.parquet files. "
                       f"{corpus} is cached under {data_dir() / 'corpora'} after one online load.")
     if reason := _offline_reason():
@@ -229,7 +231,8 @@ def wikitext_documents(corpus: str) -> dict[str, dict[str, list[str]]]:
     from datasets import load_dataset
 
     try:
-        raw = load_dataset("wikitext", HUB_CORPORA[corpus])
+        repo, revision = WIKITEXT_HUB
+        raw = load_dataset(repo, HUB_CORPORA[corpus], revision=revision)  # pinned: the same text on every machine
     except (ConnectionError, OSError) as error:
         raise ConnectionError(f"Loading {corpus!r} from the Hugging Face Hub failed ({error}). {offline_advice}") from error
     columns = {}

@@ -226,8 +226,10 @@ def _digest(arrays) -> str:
 
 
 def score_key(model, tokens, protocol: str, stride: int | None, max_tokens: int | None) -> dict:
-    "Everything a perplexity depends on but its context length: the weights as they are now, the encoding's options, the tokens."
-    weights = _digest(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy() for t in model.state_dict().values())
+    """Everything a perplexity depends on but its context length: the weights and buffers as they are now (those not saved
+    too, such as RoPE's turns), the encoding's options, the tokens."""
+    tensors = (torch.view_as_real(t) if t.is_complex() else t for t in [*model.parameters(), *model.buffers()])
+    weights = _digest(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy() for t in tensors)
     key = dict(weights=weights, pos_options=model.config.pos_options, tokens=_digest([np.asarray(tokens)]), protocol=protocol,
                stride=stride, max_tokens=max_tokens)
     return json.loads(json.dumps(key))  # as it reads back from the file

@@ -12,6 +12,7 @@ import math
 import os
 import shlex
 import shutil
+import subprocess
 import sys
 import time
 from dataclasses import fields
@@ -23,7 +24,7 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
-from .checkpoint import run_dir
+from .checkpoint import read_meta, run_dir
 from .config import DEFAULT_OUT, PROFILES, ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .corpora import HUB_CORPORA, SOURCES
 from .encodings import ENCODINGS
@@ -31,11 +32,12 @@ from .experiments import model_parameters, model_size_variants, run_config
 from .utils import EXIT_STATUS, REPO_ROOT, positive_int, run_command, suggest
 
 # %% auto #0
-__all__ = ['EXPERIMENTS_DIR', 'ASSUMED_TFLOPS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters',
+__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'ASSUMED_TFLOPS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters',
            'declared_defaults', 'parameters_source', 'write_parameters', 'parameter_problems', 'committed_figures',
            'check_parameters', 'ReproductionError', 'run_notebook', 'check_overrides', 'profile_parameters',
            'reproduce', 'profile_trainings', 'training_tokens_of', 'training_flops', 'training_plan', 'plan_summary',
-           'train_arguments', 'train_command', 'plan_script', 'dry_run', 'main', 'plan_main']
+           'train_arguments', 'train_command', 'plan_script', 'chosen_plan', 'dry_run', 'train_locally', 'main',
+           'plan_main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -268,16 +270,25 @@ def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, repl
     return out_dir, params, [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]
 
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6
+LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
+
+
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
-              experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
+              experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
+              nproc_per_node: int = 1) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
     time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook writes into a
     staging folder that reaches `out_dir` only if the notebook succeeds; other results than the cpu profile's reach the
     committed figures only with `replace`. The notebooks train `train_jobs` models side by side (`POSENC_TRAIN_JOBS`
-    in the environment wins)."""
+    in the environment wins). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one
+    through torchrun on `nproc_per_node` processes (`train_locally`), and the notebooks only analyse."""
     overrides = overrides or {}
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
     out_dir, params, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
     log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
+    if launcher == "torchrun":
+        train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     timings, start = [], time.time()
     os.environ.setdefault("POSENC_TRAIN_JOBS", str(params["train_jobs"]))  # the kernels inherit it
     for i, (nb, nb_params) in enumerate(todo, 1):
@@ -387,11 +398,16 @@ def train_arguments(cfg: TrainConfig) -> list[str]:
     return [f"{f.name}={_yaml_text(getattr(cfg, f.name))}" for f in fields(cfg) if getattr(cfg, f.name) != f.default]
 
 
+def _train_argv(cfg: TrainConfig, nproc_per_node: int, launcher: list[str], trainer: list[str]) -> list[str]:
+    "`launcher` (torchrun, however it is called) running `trainer` (posenc-train) on `cfg`, into its run folder."
+    cfg.check_world_size(nproc_per_node)
+    return [*launcher, "--standalone", f"--nproc-per-node={nproc_per_node}", *trainer, "--no-progress",
+            "--out", str(run_dir(cfg)), *train_arguments(cfg)]
+
+
 def train_command(cfg: TrainConfig, nproc_per_node: int = 1) -> str:
     "The shell command that trains (or resumes, or reuses) `cfg` into its run folder on `nproc_per_node` processes."
-    cfg.check_world_size(nproc_per_node)
-    launcher = ["torchrun", "--standalone", f"--nproc-per-node={nproc_per_node}", "--no-python"]
-    return shlex.join([*launcher, "posenc-train", "--no-progress", "--out", str(run_dir(cfg)), *train_arguments(cfg)])
+    return shlex.join(_train_argv(cfg, nproc_per_node, ["torchrun"], ["--no-python", "posenc-train"]))
 
 
 def plan_script(plan: pd.DataFrame, nproc_per_node: int = 1) -> str:
@@ -402,21 +418,58 @@ def plan_script(plan: pd.DataFrame, nproc_per_node: int = 1) -> str:
     return "\n".join([*header, *(train_command(cfg, nproc_per_node) for cfg in plan.config)]) + "\n"
 
 # %% ../nbs/14_reproduce.ipynb #e7f8a9b0
+def chosen_plan(profile: str, overrides: dict, todo: list) -> pd.DataFrame:
+    "The rows of `training_plan` that the notebooks of `todo` (`(notebook, parameters)` pairs) train."
+    plan, chosen = training_plan(profile, overrides), {nb.stem for nb, _ in todo}
+    return plan[plan.notebooks.map(lambda names: bool(chosen.intersection(names.split(", "))))]
+
+
 def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
             experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
     "What `reproduce` would do, checked and planned: the plan of the runs the chosen notebooks train. Nothing runs."
     overrides = overrides or {}
     out_dir, _, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
-    plan = training_plan(profile, overrides)
-    chosen = {nb.stem for nb, _ in todo}
-    plan = plan[plan.notebooks.map(lambda names: bool(chosen.intersection(names.split(", "))))]
+    plan = chosen_plan(profile, overrides, todo)
     log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would go "
         f"to {out_dir}\n{plan_summary(plan)}")
     return plan
 
+# %% ../nbs/14_reproduce.ipynb #1b2c3d4e
+def _posenc_train() -> str:
+    "This environment's `posenc-train` script (torchrun runs it with this Python)."
+    script = Path(sys.executable).parent / "posenc-train"
+    if not script.exists():
+        raise FileNotFoundError(f"no posenc-train beside {sys.executable}: install the package into this environment "
+                                "(pip install -e .), then rerun")
+    return str(script)
+
+
+def train_locally(plan: pd.DataFrame, nproc_per_node: int = 1, log=print):
+    """Train the runs of `plan` here, one after another, each through torchrun on `nproc_per_node` processes; a
+    finished run is reused, a stopped one resumes. A failure stops with the command that retries that run alone."""
+    launcher, trainer = [sys.executable, "-m", "torch.distributed.run"], [_posenc_train()]
+    argvs = [_train_argv(cfg, nproc_per_node, launcher, trainer) for cfg in plan.config]  # every run checked before any trains
+    for i, (cfg, argv) in enumerate(zip(plan.config, argvs), 1):
+        where = f"{run_dir(cfg)} (run {i} of {len(plan)})"
+        log(f"[train {i}/{len(plan)}] {run_dir(cfg).name}: torchrun on {nproc_per_node} process(es)")
+        sys.stdout.flush()  # our lines before the trainer's, in a pipe too
+        try:
+            status = subprocess.run(argv).returncode
+        except KeyboardInterrupt:
+            status = 130
+        if status == 130:
+            raise KeyboardInterrupt(f"interrupted while training {where}, before any notebook ran. Rerun the same command "
+                                    "to go on: finished runs are reused, this one resumes from its last checkpoint.")
+        if status:
+            raise RuntimeError(f"training {where} failed (exit status {status}; its message is above). Rerun the same "
+                               f"command once it is fixed (finished runs are reused), or retry this run alone: "
+                               f"{train_command(cfg, nproc_per_node)}")
+
+
 # %% ../nbs/14_reproduce.ipynb #6c35e0a4
 def main(argv=None) -> int:
-    """`posenc-reproduce [--profile NAME] [--only NAME ...] [--out DIR] [--replace] [--dry-run] [key=value ...]`, or
+    """`posenc-reproduce [--profile NAME] [--only NAME ...] [--out DIR] [--replace] [--dry-run]
+    [--launcher torchrun --nproc-per-node N] [key=value ...]`, or
     `posenc-reproduce plan ...` (see `plan_main`); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["plan"]:
@@ -435,11 +488,17 @@ def main(argv=None) -> int:
     parser.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR), help="folder of the experiment notebooks")
     parser.add_argument("--dry-run", action="store_true",
                         help="check everything and print the plan of the runs the notebooks train; run nothing")
+    parser.add_argument("--launcher", choices=LAUNCHERS, default="notebooks",
+                        help="who trains: each notebook its own models (default), or torchrun, every run first")
+    parser.add_argument("--nproc-per-node", type=int, default=1, help="with --launcher torchrun: processes (GPUs) per run")
     args = parser.parse_args(argv)
+    if args.nproc_per_node != 1 and args.launcher != "torchrun":
+        parser.error("--nproc-per-node needs --launcher torchrun (the notebooks train on one process each)")
+    options = {} if args.dry_run else dict(launcher=args.launcher, nproc_per_node=args.nproc_per_node)
     run = dry_run if args.dry_run else reproduce
     return run_command("posenc-reproduce", lambda: run(
         args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),
-        experiments_dir=args.experiments_dir, replace=args.replace))
+        experiments_dir=args.experiments_dir, replace=args.replace, **options))
 
 # %% ../nbs/14_reproduce.ipynb #b0c1d2e3
 _PLAN_COLUMNS = ["run", "notebooks", "objective", "corpus", "seq_len", "n_layer", "d_model", "parameters", "steps", "tokens",

@@ -32,7 +32,7 @@ from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens
 from .utils import EXIT_STATUS, file_lock, run_command
 
 # %% auto #0
-__all__ = ['lr_at', 'make_optimizer', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted', 'train', 'main']
+__all__ = ['lr_at', 'make_optimizer', 'TrainingDiverged', 'Trainer', 'event_writer', 'TrainingInterrupted', 'train', 'main']
 
 # %% ../nbs/07_train.ipynb #3fcc2dee
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -205,9 +205,19 @@ def save(self: Trainer):
     self.saved_step = self.step
 
 # %% ../nbs/07_train.ipynb #96aacabb
+def event_writer(out_dir: Path, step: int):
+    """A TensorBoard writer into `out_dir/tensorboard` when tensorboard is installed (`pip install -e ".[tensorboard]"`),
+    else None. Events after `step` (where a resumed run goes on from) are dropped, as metrics.jsonl drops its lines."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # optional: metrics.jsonl holds the same numbers
+        return None
+    return SummaryWriter(str(out_dir / "tensorboard"), purge_step=step + 1)
+
+
 @patch
-def _write_metrics(self: Trainer, log, loss: float, tokens_per_s: float):
-    "Append this step's line to metrics.jsonl (on rank 0), with the validation loss on evaluation steps."
+def _write_metrics(self: Trainer, log, events, loss: float, tokens_per_s: float):
+    "Append this step's line to metrics.jsonl (on rank 0), with the validation loss on evaluation steps; also to `events`."
     cfg = self.cfg
     line = dict(step=self.step, tokens=self.tokens, train_loss=loss, lr=lr_at(self.step - 1, cfg), grad_norm=self.grad_norm,
                 tokens_per_s=tokens_per_s)
@@ -219,6 +229,9 @@ def _write_metrics(self: Trainer, log, loss: float, tokens_per_s: float):
     if self.is_main:
         log.write(json.dumps(line) + "\n")
         log.flush()
+        for key, value in line.items() if events is not None else ():
+            if key != "step":
+                events.add_scalar(key, value, self.step)
         self.bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens_per_s:.0f}", refresh=False)
 
 
@@ -229,7 +242,8 @@ def fit(self: Trainer, steps: int | None = None):
     end = min(cfg.max_steps, self.step + steps) if steps else cfg.max_steps
     self.model.train()
     clock, last_tokens = time.perf_counter(), self.tokens
-    with open(self.metrics_path, "a") if self.is_main else nullcontext() as log:
+    with (open(self.metrics_path, "a") if self.is_main else nullcontext()) as log, \
+            ((self.is_main and event_writer(self.out_dir, self.step)) or nullcontext()) as events:
         while self.step < end:
             loss = self.train_step(self.step)
             self.step, self.tokens = self.step + 1, self.tokens + tokens_per_step
@@ -237,7 +251,7 @@ def fit(self: Trainer, steps: int | None = None):
             self.bar.update()
             logged = self.step % cfg.log_interval == 0 or self.step % cfg.eval_interval == 0 or self.finished
             if logged:
-                self._write_metrics(log, loss, (self.tokens - last_tokens) / (time.perf_counter() - clock))
+                self._write_metrics(log, events, loss, (self.tokens - last_tokens) / (time.perf_counter() - clock))
             if self.step % cfg.checkpoint_interval == 0 or self.finished:
                 self.save()
             if logged:  # the next rate counts training steps only

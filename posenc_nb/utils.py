@@ -22,8 +22,9 @@ import torch
 import posenc_nb
 
 # %% auto #0
-__all__ = ['REPO_ROOT', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256', 'atomic_write',
-           'write_json', 'positive_int', 'closest', 'suggest', 'model_device', 'frozen', 'disk_full', 'run_command']
+__all__ = ['REPO_ROOT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256',
+           'atomic_write', 'write_json', 'positive_int', 'closest', 'suggest', 'model_device', 'frozen', 'disk_full',
+           'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -102,16 +103,24 @@ def model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+# Where analyses run under autocast, and in what: bfloat16 on a GPU, as training with dtype="auto" runs there; full
+# precision elsewhere. (A run trained with an explicit dtype="float32" on a GPU is still analysed in bfloat16.)
+AUTOCAST_DTYPES = {"cuda": torch.bfloat16}
+
+
 @contextlib.contextmanager
 def frozen(model):
-    "Evaluation mode without gradients for the duration; the model's previous mode is restored afterwards."
-    was_training = model.training
+    """Evaluation mode without gradients, under the autocast of `AUTOCAST_DTYPES` for the model's device, for the
+    duration; the model's previous mode is restored afterwards."""
+    was_training, device = model.training, model_device(model)
+    dtype = AUTOCAST_DTYPES.get(device.type)
     model.eval()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast(device.type, dtype) if dtype else contextlib.nullcontext():
             yield model
     finally:
         model.train(was_training)
+
 
 # %% ../nbs/02_utils.ipynb #844f1507
 EXIT_CODES = {0: "done",

@@ -137,6 +137,20 @@ def test_smoke_reuses_trained_models(smoke):
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
+def test_torchrun_launcher_trains_first_and_the_notebook_only_analyses(tmp_path):
+    "--launcher torchrun: posenc-train under torchrun (2 gloo processes) trains the notebook's runs, then the notebook runs."
+    done = run_cli("--profile", "smoke", "--only", "02", "--launcher", "torchrun", "--nproc-per-node", "2",
+                   "--out", str(tmp_path / "figures"), runs_dir=tmp_path / "runs")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    trained = [line for line in out.splitlines() if line.startswith("[train ")]
+    assert len(trained) == 2 and all("torchrun on 2 process(es)" in line for line in trained), out  # causal and masked NoPos
+    assert out.count("metrics in") == 2, out  # each printed by posenc-train's rank 0 as it finished
+    assert out.index("[train 2/2]") < out.index("[1/1] 02_attention_heatmaps: done"), out
+    assert (tmp_path / "figures" / "attention_heatmaps.csv").exists()
+    assert all(json.loads((d / "meta.json").read_text())["finished"] for d in (tmp_path / "runs").glob("*-*-*") if d.is_dir())
+
+
 def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     "A notebook failing part-way: exit status 1, the notebook, the cell and the error on stderr, later notebooks not run."
     experiments = tmp_path / "experiments"
@@ -194,6 +208,9 @@ def test_driver_refuses_other_results_in_the_committed_folder(tmp_path):
     (["seeds"], 2, "seeds: expected key=value"),
     (["eval_lenghts=[0]"], 2, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
     (["eval_lengths=[64, 256]"], 2, "eval_lengths: [64, 256] omit the training length 128"),
+    (["--nproc-per-node", "2"], 2, "--nproc-per-node needs --launcher torchrun"),
+    (["--profile", "smoke", "--launcher", "torchrun", "--nproc-per-node", "3"], 2,
+     "batch_size"),  # smoke batches of 4 do not split over 3 processes: refused before anything trains
 ])
 def test_cli_bad_input(tmp_path, args, status, message):
     done = run_cli(*args, runs_dir=tmp_path / "runs", timeout=120)

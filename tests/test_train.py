@@ -128,6 +128,20 @@ def partial_run(out: Path, steps: int = 3, **keys) -> TrainConfig:
     return cfg
 
 
+def test_tensorboard_events_follow_the_metrics_across_a_resume(tmp_path):
+    "With tensorboard installed (the dev extra), the events hold metrics.jsonl's numbers; a resume drops those past its checkpoint."
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    out = tmp_path / "run"
+    cfg = partial_run(out, steps=5)  # a checkpoint at step 3, events and metrics to step 5
+    train(cfg, out, progress=False)  # resumes from step 3
+    metrics, events = read_metrics(out), EventAccumulator(str(out / "tensorboard")).Reload()
+    loss = events.Scalars("train_loss")
+    assert [e.step for e in loss] == metrics.step.tolist() == list(range(1, TINY["max_steps"] + 1))
+    assert [e.value for e in loss] == pytest.approx(metrics.train_loss.tolist(), rel=1e-6)
+    assert [e.step for e in events.Scalars("val_loss")] == metrics.dropna(subset=["val_loss"]).step.tolist()
+
+
 @pytest.mark.parametrize("damaged", ["meta.json", "model", "optimizer"])
 def test_damaged_checkpoint_is_reported_and_left_alone(tmp_path, damaged):
     out = tmp_path / "run"
