@@ -24,7 +24,7 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
-from .checkpoint import read_meta, run_dir
+from .checkpoint import run_dir
 from .config import DEFAULT_OUT, PROFILES, ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .corpora import HUB_CORPORA, SOURCES
 from .encodings import ENCODINGS

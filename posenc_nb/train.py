@@ -229,9 +229,10 @@ def _write_metrics(self: Trainer, log, events, loss: float, tokens_per_s: float)
     if self.is_main:
         log.write(json.dumps(line) + "\n")
         log.flush()
-        for key, value in line.items() if events is not None else ():
-            if key != "step":
-                events.add_scalar(key, value, self.step)
+        if events is not None:  # TensorBoard, when installed
+            for key, value in line.items():
+                if key != "step":
+                    events.add_scalar(key, value, self.step)
         self.bar.set_postfix(loss=f"{loss:.3f}", tok_s=f"{tokens_per_s:.0f}", refresh=False)
 
 

@@ -1,4 +1,5 @@
-"""Analyses run where the model is, under the autocast a GPU trains with, tested on the CPU.
+"""Analyses run where the model is, under the autocast a GPU trains with, tested on the CPU; and `load_run` gives back
+the model as trained, in float32 or in bfloat16.
 
 On a GPU, `frozen` (which every analysis goes through) runs the model under bfloat16 autocast, as training with
 `dtype="auto"` does there. Here the CPU is given the same autocast through `AUTOCAST_DTYPES`, so the bfloat16 path of
@@ -13,10 +14,13 @@ import pytest
 import torch
 
 from posenc_nb.attention import all_attention
+from posenc_nb.checkpoint import load_run
+from posenc_nb.config import TrainConfig
 from posenc_nb.counting import attention_entropy, attention_output
 from posenc_nb.evaluate import loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import hidden_states
+from posenc_nb.train import train
 from posenc_nb.utils import AUTOCAST_DTYPES, frozen
 
 
@@ -66,3 +70,18 @@ def test_masked_perplexity_under_bfloat16_autocast(tokens):
     with mock.patch.dict(AUTOCAST_DTYPES, cpu=torch.bfloat16):
         half = masked_perplexity(model, tokens, 32, max_tokens=1024).perplexity[0]
     assert half == pytest.approx(full, rel=0.05) and half != full
+
+
+@pytest.mark.parametrize("encoding", ["rope", "xpos", "sinusoidal", "alibi"])
+def test_load_run_gives_back_the_trained_model(tmp_path, encoding):
+    "Every weight and buffer as trained (Module.to(dtype) once made RoPE's complex turns real: wrong within max_len only)."
+    cfg = TrainConfig.from_preset("smoke", pos_encoding=encoding, n_layer=1, d_model=16, n_head=2, seq_len=16,
+                                  batch_size=4, max_steps=2, warmup_steps=1, eval_batches=1)
+    trained = train(cfg, tmp_path / "run", progress=False).model
+    ids = torch.arange(3, 19)[None]
+    with torch.no_grad():
+        assert torch.equal(load_run(tmp_path / "run").model(ids).logits, trained(ids).logits)
+        half = load_run(tmp_path / "run", dtype=torch.bfloat16).model
+        assert {p.dtype for p in half.parameters()} == {torch.bfloat16}
+        assert all(torch.equal(a, b) for a, b in zip(half.buffers(), trained.buffers()))  # derived constants kept exact
+        assert torch.allclose(half(ids).logits.float(), trained(ids).logits, rtol=0.1, atol=0.1)
