@@ -43,7 +43,7 @@ class CheckpointError(RuntimeError):
 _RECOVER = "Nothing was changed. Restore the file, retrain with --force (train(..., force=True)), or choose another --out."
 _FILES = {"model": r"model-\d+\.safetensors", "optimizer": r"optimizer-\d+\.pt"}  # names inside the run folder only
 _CHECKPOINT_FILE = re.compile("|".join(_FILES.values()))
-_RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|{_CHECKPOINT_FILE.pattern}")
+_RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|scores\.jsonl|{_CHECKPOINT_FILE.pattern}")  # scores: experiments' cache
 _TEMPORARY = re.compile(rf"\.({_RUN_FILE.pattern})\.tmp\d+")  # what `atomic_write` leaves behind when killed mid-write
 _META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict)
 

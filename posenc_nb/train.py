@@ -206,13 +206,15 @@ def save(self: Trainer):
 
 # %% ../nbs/07_train.ipynb #96aacabb
 def event_writer(out_dir: Path, step: int):
-    """A TensorBoard writer into `out_dir/tensorboard` when tensorboard is installed (`pip install -e ".[tensorboard]"`),
-    else None. Events after `step` (where a resumed run goes on from) are dropped, as metrics.jsonl drops its lines."""
+    """A TensorBoard writer when tensorboard is installed (`pip install -e ".[tensorboard]"`), else None. Its events go
+    beside the run folder, into `tensorboard/<run name>` (`tensorboard --logdir runs/tensorboard` shows every run), so
+    the run folder keeps its checkpoint files only. Events after `step` (where a resumed run goes on) are dropped, as
+    metrics.jsonl drops its lines."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # optional: metrics.jsonl holds the same numbers
         return None
-    return SummaryWriter(str(out_dir / "tensorboard"), purge_step=step + 1)
+    return SummaryWriter(str(out_dir.parent / "tensorboard" / out_dir.name), purge_step=step + 1)
 
 
 @patch

@@ -129,13 +129,14 @@ def partial_run(out: Path, steps: int = 3, **keys) -> TrainConfig:
 
 
 def test_tensorboard_events_follow_the_metrics_across_a_resume(tmp_path):
-    "With tensorboard installed (the dev extra), the events hold metrics.jsonl's numbers; a resume drops those past its checkpoint."
+    """With tensorboard installed (the dev extra), the events (beside the run folder) hold metrics.jsonl's numbers; a
+    resume drops those past its checkpoint."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     out = tmp_path / "run"
     cfg = partial_run(out, steps=5)  # a checkpoint at step 3, events and metrics to step 5
     train(cfg, out, progress=False)  # resumes from step 3
-    metrics, events = read_metrics(out), EventAccumulator(str(out / "tensorboard")).Reload()
+    metrics, events = read_metrics(out), EventAccumulator(str(tmp_path / "tensorboard" / "run")).Reload()
     loss = events.Scalars("train_loss")
     assert [e.step for e in loss] == metrics.step.tolist() == list(range(1, TINY["max_steps"] + 1))
     assert [e.value for e in loss] == pytest.approx(metrics.train_loss.tolist(), rel=1e-6)
