@@ -19,11 +19,12 @@ from torch import nn
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .model import MODEL_VERSION, TransformerLM
 from .tokens import load_tokenizer
-from .utils import atomic_write, disk_full, model_device, project_dir, sha256_file, suggest, write_json
+from .utils import atomic_write, disk_full, project_dir, sha256_file, suggest, write_json
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder',
-           'check_same_config', 'load_weights', 'load_optimizer', 'truncate_metrics', 'read_metrics', 'Run', 'load_run']
+           'check_same_config', 'load_weights', 'load_optimizer', 'truncate_metrics', 'read_metrics', 'Run',
+           'unload_model', 'resident_model', 'load_run']
 
 # %% ../nbs/06_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
@@ -219,25 +220,24 @@ def _dtype(dtype: str | torch.dtype | None) -> torch.dtype:
 # %% ../nbs/06_checkpoint.ipynb #c5ddcfeb
 @dataclass
 class Run:
-    "A trained (or partly trained) model in `out_dir`, with its config; `metrics` and `tokenizer` load on first use."
+    """A trained (or partly trained) run in `out_dir`, with its config. Its `model` is checkpoint `step` on `device` in
+    `dtype`, loaded on first use; `metrics` and `tokenizer` load on first use too."""
 
     config: TrainConfig
     out_dir: Path
-    model: TransformerLM  # eval mode, where `load_run` put it (the CPU unless asked otherwise)
     step: int
     finished: bool
+    device: torch.device = torch.device("cpu")
+    dtype: torch.dtype = torch.float32
 
     @property
     def name(self) -> str:
         return self.out_dir.name
 
     @property
-    def device(self) -> torch.device:
-        return model_device(self.model)
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return next(self.model.parameters()).dtype
+    def model(self) -> TransformerLM:
+        "The weights, in eval mode; using another run's model frees them unless you hold them (`model = run.model`)."
+        return resident_model(self)
 
     @property
     def metrics(self) -> pd.DataFrame:
@@ -248,9 +248,42 @@ class Run:
         return load_tokenizer(self.config.corpus, vocab_size=self.config.vocab_size)
 
 
+_RESIDENT: dict = {}  # {(run folder, step, device, dtype): model}, one entry at most
+
+
+def unload_model():
+    "Free the model `resident_model` keeps (unless held elsewhere), e.g. to train next."
+    _RESIDENT.clear()
+
+
+def resident_model(run: Run) -> TransformerLM:
+    """`run`'s model, loaded from its checkpoint (weights checked against their sha256) unless it is the model last
+    asked for. Loading one frees the one before, so going through runs one at a time holds one model in memory."""
+    key = (run.out_dir.resolve(), run.step, run.device, run.dtype)
+    if key not in _RESIDENT:
+        unload_model()  # first: the two models never need to fit in memory together
+        _RESIDENT[key] = _load_model(run)
+    return _RESIDENT[key]
+
+
+def _load_model(run: Run) -> TransformerLM:
+    meta = read_meta(run.out_dir)
+    if meta is None or meta["step"] != run.step:
+        holds = "no checkpoint" if meta is None else f"step {meta['step']}"
+        raise CheckpointError(f"{run.out_dir} no longer holds step {run.step} of this run (it holds {holds}); "
+                              f"load_run({str(run.out_dir)!r}) again for what it holds now")
+    model = TransformerLM(run.config.model_config())
+    load_weights(model, run.out_dir, meta)
+    model = model.to(run.device)
+    for weight in model.parameters():  # not Module.to(dtype): it would make RoPE's complex turns real, and round the
+        weight.data = weight.data.to(run.dtype)  # buffers (angles, tables), which the encodings cast where they are used
+    return model.eval()
+
+
 def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Run:
-    """The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256), on
-    `device` ("auto": cuda when available; None: the CPU) in `dtype` (e.g. torch.bfloat16; None: float32 as trained)."""
+    """The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256, now: a
+    bad checkpoint fails here, not midway through an analysis), on `device` ("auto": cuda when available; None: the
+    CPU) in `dtype` (e.g. torch.bfloat16; None: float32 as trained)."""
     out_dir = Path(out_dir)
     meta = read_meta(out_dir)
     if meta is None:
@@ -260,9 +293,6 @@ def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtyp
         cfg = TrainConfig.from_dict(meta["config"])
     except ConfigError as e:
         raise CheckpointError(f"{out_dir / 'meta.json'} holds a config this version cannot read: {e}") from None
-    model = TransformerLM(cfg.model_config())
-    load_weights(model, out_dir, meta)
-    model, dtype = model.to(_device(device)), _dtype(dtype)
-    for weight in model.parameters():  # not Module.to(dtype): it would make RoPE's complex turns real, and round the
-        weight.data = weight.data.to(dtype)  # buffers (angles, tables), which the encodings cast where they are used
-    return Run(cfg, out_dir, model.eval(), meta["step"], meta["finished"])
+    run = Run(cfg, out_dir, meta["step"], meta["finished"], _device(device), _dtype(dtype))
+    run.model  # loaded now
+    return run

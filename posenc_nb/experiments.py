@@ -33,12 +33,12 @@ from .train import train
 from .utils import positive_int
 
 # %% auto #0
-__all__ = ['SCORES_FILE', 'train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'train_runs', 'run_config',
-           'experiment_run', 'grid_runs', 'experiment_runs', 'final_val_loss', 'training_tokens', 'model_parameters',
-           'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'score_key', 'run_perplexity',
-           'runs_perplexity', 'perplexity_grid', 'core_keys', 'time_side_by_side', 'seed_summary', 'spread_order',
-           'with_spread', 'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'core_seed_spread', 'gap_trend',
-           'plot_grouped_bars', 'save_training_curves']
+__all__ = ['SCORES_FILE', 'train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'call_on_model', 'train_runs',
+           'run_config', 'experiment_run', 'grid_runs', 'experiment_runs', 'final_val_loss', 'training_tokens',
+           'model_parameters', 'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'score_key',
+           'run_perplexity', 'runs_perplexity', 'perplexity_grid', 'core_keys', 'time_side_by_side', 'seed_summary',
+           'spread_order', 'with_spread', 'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'core_seed_spread',
+           'gap_trend', 'plot_grouped_bars', 'save_training_curves']
 
 # %% ../nbs/13_experiments.ipynb #4e6c0f88
 def train_jobs(jobs: int | None = None) -> int:
@@ -110,9 +110,15 @@ def map_side_by_side(fn, calls: list[dict], jobs: int | None = None) -> list:
     return [results[i] for i in range(len(calls))]
 
 
+def call_on_model(fn, run: Run, **kwargs):
+    """`fn(run.model, **kwargs)`. Calls of `map_side_by_side` that pass runs through it, not models, hold no model: each
+    is loaded where it is used (a worker loads its own) and freed when the next one is."""
+    return fn(run.model, **kwargs)
+
+
 def train_runs(configs, jobs: int | None = None) -> list[Run]:
-    """Each of `configs` trained once (a finished run is reused) and loaded; with `jobs` > 1 (default `train_jobs()`)
-    the unfinished ones first train side by side, one process each."""
+    """Each of `configs` trained once (a finished run is reused), as a `Run` whose model loads when used; with `jobs` > 1
+    (default `train_jobs()`) the unfinished ones first train side by side, one process each."""
     configs = list(configs)
     unfinished = {run_dir(cfg): cfg for cfg in configs if not (read_meta(run_dir(cfg)) or {}).get("finished")}
     workers = min(train_jobs(jobs), len(unfinished))
@@ -287,7 +293,7 @@ def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int | No
         rows.append({"variant": name, **variants[name], "seq_len": run.config.seq_len, "encoding": enc, "seed": seed,
                      "perplexity": float(ppl.perplexity.iloc[0]), "val_loss": final_val_loss(run),
                      "unigram_loss": _validation(run.config.corpus, run.config.vocab_size)[1],
-                     "n_params": run.model.num_params(), "train_tokens": training_tokens(run), "run": run.name})
+                     "n_params": model_parameters(run.config), "train_tokens": training_tokens(run), "run": run.name})
     return pd.DataFrame(rows)
 
 # %% ../nbs/13_experiments.ipynb #dd267d6c

@@ -25,7 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm.auto import tqdm
 
 from .checkpoint import (Run, check_run_folder, check_same_config, load_optimizer, load_run, load_weights, read_meta,
-                                  remove_unreferenced, run_dir, save_checkpoint, truncate_metrics)
+                                  remove_unreferenced, run_dir, save_checkpoint, truncate_metrics, unload_model)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .model import TransformerLM, position_token_ratio
 from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens
@@ -282,7 +282,8 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 # %% ../nbs/07_train.ipynb #d5ab2147
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = False, progress: bool = True) -> Run:
-    "Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a finished one."
+    """Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a finished
+    one. The `Run` comes back on the device it trained on (`cfg.device`), where its analyses run."""
     out_dir = Path(out_dir if out_dir is not None else run_dir(cfg)).resolve()  # one lock per folder, whatever its name
     check_run_folder(out_dir)
     is_main = int(os.environ.get("RANK", 0)) == 0
@@ -295,8 +296,9 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
             if is_main:
                 print(f"{out_dir}: this config finished training ({meta['step']} steps); reusing it. "
                       "Pass --force (train(..., force=True)) to retrain.")
-            return load_run(out_dir)
+            return load_run(out_dir, device=cfg.device)
         created, trainer = not out_dir.exists(), None
+        unload_model()  # the last model analysed gives its memory to training
         try:
             trainer = Trainer(cfg, out_dir, force=force, progress=progress)
             if trainer.is_main and meta:
@@ -312,7 +314,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
                 done = trainer.step if trainer else meta["step"] if meta else 0
                 raise TrainingInterrupted(out_dir, done, (read_meta(out_dir) or {}).get("step")) from None
             raise
-        return Run(cfg, out_dir, trainer.model.cpu().eval(), trainer.step, trainer.finished)
+        return Run(cfg, out_dir, trainer.step, trainer.finished, trainer.device)  # the model loads when used
 
 # %% ../nbs/07_train.ipynb #b8092e4b
 def main(argv: list[str] | None = None) -> int:

@@ -20,7 +20,7 @@ from posenc_nb.counting import attention_entropy, attention_output
 from posenc_nb.evaluate import loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import hidden_states
-from posenc_nb.train import train
+from posenc_nb.train import Trainer
 from posenc_nb.utils import AUTOCAST_DTYPES, frozen
 
 
@@ -77,7 +77,10 @@ def test_load_run_gives_back_the_trained_model(tmp_path, encoding):
     "Every weight and buffer as trained (Module.to(dtype) once made RoPE's complex turns real: wrong within max_len only)."
     cfg = TrainConfig.from_preset("smoke", pos_encoding=encoding, n_layer=1, d_model=16, n_head=2, seq_len=16,
                                   batch_size=4, max_steps=2, warmup_steps=1, eval_batches=1)
-    trained = train(cfg, tmp_path / "run", progress=False).model
+    trainer = Trainer(cfg, tmp_path / "run", progress=False)
+    trainer.fit()
+    trainer.close()
+    trained = trainer.model.eval()  # the weights in memory at the end of training, not read back
     ids = torch.arange(3, 19)[None]
     with torch.no_grad():
         assert torch.equal(load_run(tmp_path / "run").model(ids).logits, trained(ids).logits)
