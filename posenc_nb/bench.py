@@ -136,7 +136,8 @@ def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict
     cfg = _timing_config(cfg, steps * (rounds + 1) + 1, log_interval=1)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, tmp, progress=True)
-        batches = [[t.to(trainer.device) for t in lm_batch(trainer.train_tokens, cfg, s)[:2]] for s in range(steps)]
+        batches = [[t.to(trainer.device) for t in lm_batch(trainer.train_tokens, cfg, s, specials=trainer.specials)[:2]]
+                   for s in range(steps)]
 
         def bare_loop():
             for inputs, targets in batches:

@@ -18,7 +18,7 @@ from torch import nn
 
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .model import MODEL_VERSION, TransformerLM
-from .tokens import load_tokenizer
+from .tokens import tokenizer_of
 from .utils import atomic_write, disk_full, project_dir, sha256_file, suggest, write_json
 
 # %% auto #0
@@ -245,7 +245,7 @@ class Run:
 
     @cached_property
     def tokenizer(self):
-        return load_tokenizer(self.config.corpus, vocab_size=self.config.vocab_size)
+        return tokenizer_of(self.config)
 
 
 _RESIDENT: dict = {}  # {(run folder, step, device, dtype): model}, one entry at most

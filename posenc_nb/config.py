@@ -91,6 +91,7 @@ class TrainConfig:
 
     corpus: str = "shakespeare"  # a `posenc_nb.data.load_corpus` name or a local path
     vocab_size: int = 2048
+    tokenizer: str | None = None  # a tokenizers JSON file (e.g. GPT-2's); None: the corpus' own BPE of vocab_size entries
     model: str = "cpu-tiny"  # a shape from `posenc_nb.model.PRESETS`; the next four keys override it
     n_layer: int | None = None
     n_head: int | None = None
@@ -277,8 +278,8 @@ def load_config(path: str | Path | None = None, **overrides) -> TrainConfig:
 
 
 def config_hash(cfg: TrainConfig) -> str:
-    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options` only when set)."
-    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k == "pos_options" and not v)}
+    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer` when set)."
+    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer") and not v)}
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:10]
 
 # %% ../nbs/05_config.ipynb #51322ddf

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -16,12 +18,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import urlparse
 
 import datasets
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import Dataset, DatasetDict, Features, Value, load_from_disk
 
 from .utils import check_sha256, file_lock, project_dir, write_json
 
@@ -29,7 +31,7 @@ from .utils import check_sha256, file_lock, project_dir, write_json
 __all__ = ['SPLITS', 'OFFLINE_CORPORA', 'HUB_CORPORA', 'WIKITEXT_HUB', 'SOURCES', 'SHAKESPEARE_HELD_OUT', 'data_dir',
            'fetch_source', 'holdout_split', 'strip_gutenberg', 'shakespeare_documents', 'detokenize_brown',
            'brown_documents', 'wikitext_articles', 'wikitext_documents', 'local_documents', 'corpus_key',
-           'corpus_summary', 'load_corpus']
+           'jsonl_documents', 'corpus_summary', 'load_corpus']
 
 # %% ../nbs/03_corpora.ipynb #4f46c376
 SPLITS = ("train", "validation", "test")
@@ -224,7 +226,7 @@ def _offline_reason() -> str | None:
 
 def wikitext_documents(corpus: str) -> dict[str, dict[str, list[str]]]:
     "WikiText articles in their published splits, from the Hugging Face Hub at the revision `WIKITEXT_HUB` pins."
-    offline_advice = (f"Corpora that work offline: {', '.join(OFFLINE_CORPORA)}, or the path of local .txt/.parquet files. "
+    offline_advice = (f"Corpora that work offline: {', '.join(OFFLINE_CORPORA)}, or the path of local .txt/.parquet/.jsonl files. "
                       f"{corpus} is cached under {data_dir() / 'corpora'} after one online load.")
     if reason := _offline_reason():
         raise ConnectionError(f"Corpus {corpus!r} comes from the Hugging Face Hub, which {reason}. {offline_advice}")
@@ -242,14 +244,21 @@ def wikitext_documents(corpus: str) -> dict[str, dict[str, list[str]]]:
     return columns
 
 # %% ../nbs/03_corpora.ipynb #bc4b7666
-_SPLIT_WORDS = {"train": "train", "valid": "validation", "validation": "validation", "dev": "validation", "test": "test"}
+_SPLIT_WORDS = {"train": "train", "val": "validation", "valid": "validation", "validation": "validation", "dev": "validation",
+                "test": "test"}
+_JSON_LINES = re.compile(r"\.jsonl(\.gz|\.zst)?$")
+
+
+def _is_corpus_file(path: Path) -> bool:
+    return path.suffix in (".txt", ".parquet") or _JSON_LINES.search(path.name) is not None
 
 
 def _local_files(path: Path) -> list[Path]:
-    "The .txt and .parquet files at `path` (a file, or a folder searched recursively)."
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".txt", ".parquet") and p.is_file())
-    if not files or any(f.suffix not in (".txt", ".parquet") for f in files):
-        raise ValueError(f"{path} is not a .txt or .parquet file, nor a folder holding some: a local corpus is made of those.")
+    "The .txt, .parquet and JSON Lines files at `path` (a file, or a folder searched recursively)."
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if _is_corpus_file(p) and p.is_file())
+    if not files or not all(map(_is_corpus_file, files)):
+        raise ValueError(f"{path} is not a .txt, .parquet or .jsonl(.gz/.zst) file, nor a folder holding some: a local corpus "
+                         "is made of those.")
     return files
 
 
@@ -296,24 +305,86 @@ def corpus_key(corpus: str | Path) -> str:
     path = Path(corpus).expanduser()
     if not path.exists():
         raise ValueError(f"Unknown corpus {str(corpus)!r}: use one of {', '.join([*SOURCES, *HUB_CORPORA])}, "
-                         f"or the path of .txt/.parquet files (no such path exists).")
+                         f"or the path of .txt/.parquet/.jsonl files (no such path exists).")
     stats = [(str(f.relative_to(path) if path.is_dir() else f.name), f.stat().st_size, f.stat().st_mtime_ns) for f in _local_files(path)]
     fingerprint = hashlib.sha256(json.dumps([str(path.resolve()), stats]).encode()).hexdigest()[:12]
     return f"local-{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.resolve().name)}-{fingerprint}"
+
+# %% ../nbs/03_corpora.ipynb #b4d6f8a0
+def _text_lines(file: Path):
+    "`file` as lines of text, decompressed as they are read (`.gz`; `.zst`, as The Pile ships)."
+    if file.name.endswith(".zst"):
+        import zstandard
+
+        return io.TextIOWrapper(zstandard.ZstdDecompressor().stream_reader(file.open("rb")), encoding="utf-8")
+    return gzip.open(file, "rt", encoding="utf-8") if file.name.endswith(".gz") else file.open(encoding="utf-8")
+
+
+def _json_lines_documents(files: list[Path], root: Path) -> Iterator[tuple[str, str]]:
+    "`(file:line, text)` for each line of `files` with a non-blank `text`, read a line at a time."
+    for file in files:
+        with _text_lines(file) as lines:
+            for number, line in enumerate(lines, 1):
+                try:
+                    text = json.loads(line)["text"]
+                except (ValueError, KeyError, TypeError) as error:  # UnicodeDecodeError included
+                    raise ValueError(f"{file}, line {number}: not a JSON object with a `text` field ({error!r}); each line of "
+                                     "a JSON Lines corpus is one document, as in The Pile") from None
+                if isinstance(text, str) and text.strip():
+                    yield f"{file.relative_to(root) if file != root else file.name}:{number}", text
+
+
+def jsonl_documents(path: Path) -> dict[str, Iterator[tuple[str, str]]]:
+    """Documents of a JSON Lines corpus (`text` field per line, e.g. The Pile's shards), each split streamed from the files
+    whose names give it: `{split: (id, text) iterator}`, never more than a line in memory."""
+    path, by_split = Path(path), {split: [] for split in SPLITS}
+    for file in _local_files(path):
+        if not _JSON_LINES.search(file.name):
+            raise ValueError(f"{path} mixes JSON Lines with other files ({file}): keep a JSON Lines corpus in a folder of its own")
+        split = _named_split(file.relative_to(path) if path.is_dir() else Path(file.name))
+        if split is None:
+            raise ValueError(f"{file} names no split: name JSON Lines files (or their folders) train, val or test, as The "
+                             "Pile does (train/00.jsonl.zst, val.jsonl.zst, test.jsonl.zst)")
+        by_split[split].append(file)
+    if missing := [split for split, files in by_split.items() if not files]:
+        raise ValueError(f"{path} has no JSON Lines file for split(s) {', '.join(missing)}: each of {', '.join(SPLITS)} needs one")
+    return {split: _json_lines_documents(files, path) for split, files in by_split.items()}
 
 # %% ../nbs/03_corpora.ipynb #91aa87c7
 _COMPLETE = "complete.json"
 
 
-def _corpus_columns(corpus: str | Path) -> dict[str, dict[str, list[str]]]:
-    "Build a corpus' documents from its source."
+def _corpus_documents(corpus: str | Path) -> dict:
+    "A corpus' documents from its source: `{split: columns}` (`{\"id\": [...], \"text\": [...]}`) or `{split: (id, text) iterator}`."
     if corpus == "shakespeare":
         return shakespeare_documents(fetch_source("shakespeare"))
     if corpus == "brown":
         return brown_documents(fetch_source("brown"))
     if corpus in HUB_CORPORA:
         return wikitext_documents(corpus)
-    return local_documents(Path(corpus).expanduser())
+    path = Path(corpus).expanduser()
+    return jsonl_documents(path) if any(_JSON_LINES.search(f.name) for f in _local_files(path)) else local_documents(path)
+
+
+_FEATURES = Features({"id": Value("string"), "text": Value("string")})
+
+
+def _split_dataset(documents, name: str, scratch: Path) -> tuple[Dataset, dict]:
+    """One split's documents (columns or an `(id, text)` iterator) as an Arrow-backed `Dataset`, written to disk as they
+    stream by, and their counts."""
+    counts = {"documents": 0, "characters": 0}
+
+    def rows():
+        for doc_id, text in zip(documents["id"], documents["text"]) if isinstance(documents, dict) else documents:
+            counts["documents"] += 1
+            counts["characters"] += len(text)
+            yield {"id": doc_id, "text": text}
+
+    try:  # a fixed fingerprint: `datasets` would otherwise try to hash the generator and its closure
+        dataset = Dataset.from_generator(rows, features=_FEATURES, cache_dir=str(scratch), fingerprint=name)
+    except datasets.exceptions.DatasetGenerationError as error:
+        raise (error.__cause__ or error) from None  # what was wrong with the documents, not that `datasets` stopped
+    return dataset, counts
 
 
 @contextlib.contextmanager
@@ -334,16 +405,18 @@ def _corpus_cache(corpus: str | Path) -> Path:
     with file_lock(root):
         if not (root / _COMPLETE).exists():
             shutil.rmtree(root, ignore_errors=True)  # an interrupted build is never reused
-            columns = _corpus_columns(corpus)
-            partial = root.with_name(root.name + ".partial")
+            documents = _corpus_documents(corpus)
+            partial, scratch = (root.with_name(root.name + suffix) for suffix in (".partial", ".scratch"))
             try:
                 with _datasets_bars_off():
-                    DatasetDict({split: Dataset.from_dict(columns[split]) for split in SPLITS}).save_to_disk(str(partial))
-                summary = {split: {"documents": len(c["text"]), "characters": sum(map(len, c["text"]))} for split, c in columns.items()}
+                    built = {split: _split_dataset(documents[split], f"{root.name}-{split}", scratch) for split in SPLITS}
+                    DatasetDict({split: dataset for split, (dataset, _) in built.items()}).save_to_disk(str(partial))
+                summary = {split: counts for split, (_, counts) in built.items()}
                 write_json(partial / _COMPLETE, {"corpus": str(corpus), "splits": summary})
                 os.replace(partial, root)
             finally:  # a failed build (a full disk, Ctrl-C) leaves nothing behind
                 shutil.rmtree(partial, ignore_errors=True)
+                shutil.rmtree(scratch, ignore_errors=True)
     return root
 
 

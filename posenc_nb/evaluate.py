@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 
 from .encodings import Learned
 from .model import check_token_ids
-from .tokens import IGNORE, eval_windows, mask_for_mlm
+from .tokens import IGNORE, SpecialIds, eval_windows, mask_for_mlm
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .utils import frozen, model_device, positive_int
 
@@ -164,8 +164,9 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
 
 # %% ../nbs/09_evaluate.ipynb #6d1ea603
 def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0.15, seed: int = 0,
-                     max_tokens: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
-    "`tokens` as consecutive `seq_len`-token sequences, masked as in training: (inputs, targets (`IGNORE` if unscored), n scored)."
+                     max_tokens: int | None = None, specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """`tokens` as consecutive `seq_len`-token sequences, masked as in training with the tokenizer's `specials`: (inputs,
+    targets (`IGNORE` if unscored), n scored)."""
     if not 0 < mask_prob < 1:
         raise ValueError(f"mask_prob must be between 0 and 1, got {mask_prob}")
     seq_len = positive_int(seq_len, "seq_len")
@@ -173,19 +174,19 @@ def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0
     if n_seqs == 0:
         raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not fill one {seq_len}-token sequence")
     sequences = torch.as_tensor(np.asarray(tokens[: n_seqs * seq_len], dtype=np.int64)).view(n_seqs, seq_len)
-    return mask_for_mlm(sequences, mask_prob, vocab_size, seed)
+    return mask_for_mlm(sequences, mask_prob, vocab_size, seed, specials=specials)
 
 
 def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed: int = 0, max_tokens: int | None = None,
-                      batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
-    "Masked-LM perplexity of a bidirectional `model` over the `masked_sequences` of `tokens` (one row)."
+                      batch_size: int = 8, encoding: str | None = None, specials: SpecialIds = SpecialIds()) -> pd.DataFrame:
+    "Masked-LM perplexity of a bidirectional `model` over the `masked_sequences` of `tokens` (one row; `specials`: the tokenizer's)."
     if model.config.causal:
         raise ValueError("this model is causal: masked perplexity is for bidirectional (MLM) models; use perplexity_by_length")
     if not 0 < mask_prob < 1:
         raise ValueError(f"mask_prob must be between 0 and 1, got {mask_prob}")
     seq_len = check_context_length(model, seq_len)
     tokens = check_tokens(model, tokens)
-    inputs, targets, count = masked_sequences(tokens, seq_len, model.config.vocab_size, mask_prob, seed, max_tokens)
+    inputs, targets, count = masked_sequences(tokens, seq_len, model.config.vocab_size, mask_prob, seed, max_tokens, specials)
     total, device, step = 0.0, model_device(model), rows_per_batch(model, seq_len, batch_size)
     with frozen(model):
         for start in range(0, len(inputs), step):

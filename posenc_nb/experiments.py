@@ -35,10 +35,10 @@ from .utils import positive_int
 # %% auto #0
 __all__ = ['SCORES_FILE', 'train_jobs', 'WorkerError', 'TrainingJobError', 'map_side_by_side', 'call_on_model', 'train_runs',
            'run_config', 'experiment_run', 'grid_runs', 'experiment_runs', 'final_val_loss', 'training_tokens',
-           'model_parameters', 'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'score_key',
-           'run_perplexity', 'runs_perplexity', 'perplexity_grid', 'core_keys', 'time_side_by_side', 'seed_summary',
-           'spread_order', 'with_spread', 'side_by_side', 'nopos_gap', 'gap_report', 'save_table', 'core_seed_spread',
-           'gap_trend', 'plot_grouped_bars', 'save_training_curves']
+           'model_parameters', 'model_size_variants', 'unigram_loss', 'assert_below_unigram', 'corpus_tokens',
+           'score_key', 'run_perplexity', 'runs_perplexity', 'perplexity_grid', 'core_keys', 'time_side_by_side',
+           'seed_summary', 'spread_order', 'with_spread', 'side_by_side', 'nopos_gap', 'gap_report', 'save_table',
+           'core_seed_spread', 'gap_trend', 'plot_grouped_bars', 'save_training_curves']
 
 # %% ../nbs/13_experiments.ipynb #4e6c0f88
 def train_jobs(jobs: int | None = None) -> int:
@@ -209,15 +209,21 @@ def assert_below_unigram(table: pd.DataFrame, margin) -> None:
                              f"(raise max_steps in the profile):\n{short.to_string()}")
 
 # %% ../nbs/13_experiments.ipynb #d3a7fdc5
+def corpus_tokens(train_settings: dict, corpus: str | Path, split: str) -> np.ndarray:
+    """The `split` tokens of `corpus` as a profile's runs see them: through the tokenizer file `train_settings` names
+    (`tokenizer`), else the corpus' own BPE of `vocab_size` entries."""
+    return load_tokens(corpus, split, vocab_size=train_settings["vocab_size"], tokenizer=train_settings.get("tokenizer"))
+
+
 _validation_cache = {}
 
 
-def _validation(corpus: str, vocab_size: int):
-    "Validation tokens of `corpus` and the unigram baseline on them, loaded once per process."
-    key = (corpus, vocab_size)
+def _validation(cfg: TrainConfig):
+    "The validation tokens of a run's config (its corpus, through its tokenizer) and the unigram baseline on them, once per process."
+    key = (cfg.corpus, cfg.vocab_size, cfg.tokenizer)
     if key not in _validation_cache:
-        val = load_tokens(corpus, "validation", vocab_size=vocab_size)
-        _validation_cache[key] = val, unigram_loss(load_tokens(corpus, "train", vocab_size=vocab_size), val, vocab_size)
+        val, train = (load_tokens(cfg.corpus, split, cfg.vocab_size, tokenizer=cfg.tokenizer) for split in ("validation", "train"))
+        _validation_cache[key] = val, unigram_loss(train, val, cfg.vocab_size)
     return _validation_cache[key]
 
 
@@ -259,7 +265,7 @@ def run_perplexity(run: Run, context_lengths, protocol: str = "nonoverlapping", 
     """`perplexity_by_length` of `run` on its corpus's validation split. Each length is scored once: the rows go to the run
     folder's `scores.jsonl` and later calls read them back. With `cached_only`, None unless every length is there."""
     context_lengths = check_context_lengths(context_lengths)
-    tokens = _validation(run.config.corpus, run.config.vocab_size)[0]
+    tokens = _validation(run.config)[0]
     key, path = score_key(run.model, tokens, protocol, stride, max_tokens), run.out_dir / SCORES_FILE
     scores = _read_scores(path, key)
     missing = [n for n in dict.fromkeys(context_lengths) if n not in scores]
@@ -292,7 +298,7 @@ def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int | No
     for ((name, enc, seed), run), ppl in zip(runs.items(), runs_perplexity(calls, jobs)):
         rows.append({"variant": name, **variants[name], "seq_len": run.config.seq_len, "encoding": enc, "seed": seed,
                      "perplexity": float(ppl.perplexity.iloc[0]), "val_loss": final_val_loss(run),
-                     "unigram_loss": _validation(run.config.corpus, run.config.vocab_size)[1],
+                     "unigram_loss": _validation(run.config)[1],
                      "n_params": model_parameters(run.config), "train_tokens": training_tokens(run), "run": run.name})
     return pd.DataFrame(rows)
 

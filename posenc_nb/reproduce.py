@@ -105,7 +105,7 @@ def _corpus(v) -> bool: return isinstance(v, str) and (v in SOURCES or v in HUB_
 _RULES = {  # parameter: (check, what it must be)
     "profile": (lambda v: v in PROFILES, f"one of {sorted(PROFILES)}"),
     "out_dir": (lambda v: isinstance(v, str) and v.strip() != "", "the path of a folder"),
-    "corpus": (_corpus, f"one of {[*SOURCES, *HUB_CORPORA]} or the path of .txt/.parquet files"),
+    "corpus": (_corpus, f"one of {[*SOURCES, *HUB_CORPORA]} or the path of .txt/.parquet/.jsonl files"),
     "corpora": (_list_of(_corpus), "a non-empty list of corpora"),
     "online_corpora": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v), "a list of corpus names"),
     "eval_protocol": (lambda v: v in ("nonoverlapping", "sliding", "both"), "'nonoverlapping', 'sliding' or 'both'"),

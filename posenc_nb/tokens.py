@@ -10,6 +10,7 @@ import json
 import time
 import typing
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -27,16 +28,33 @@ if typing.TYPE_CHECKING:
 
 # %% auto #0
 __all__ = ['EOS', 'MASK', 'PAD', 'SPECIAL_TOKENS', 'EOS_ID', 'MASK_ID', 'PAD_ID', 'MIN_VOCAB_SIZE', 'DEFAULT_VOCAB_SIZE',
-           'IGNORE', 'train_tokenizer', 'read_tokenizer', 'tokenizer_path', 'load_tokenizer', 'encode_documents',
-           'tokens_path', 'load_tokens', 'document_lengths', 'corpus_stats', 'train_batch', 'derived_seed',
-           'mask_for_mlm', 'lm_batch', 'eval_windows', 'fetch_all', 'main']
+           'IGNORE', 'SpecialIds', 'train_tokenizer', 'read_tokenizer', 'special_ids', 'tokenizer_path',
+           'load_tokenizer', 'tokenizer_of', 'write_tokens', 'tokens_path', 'load_tokens', 'document_lengths',
+           'corpus_stats', 'train_batch', 'derived_seed', 'mask_for_mlm', 'lm_batch', 'eval_windows', 'fetch_all',
+           'main']
 
 # %% ../nbs/04_tokens.ipynb #f5ec9dca
 EOS, MASK, PAD = "<|endoftext|>", "<mask>", "<pad>"
 SPECIAL_TOKENS = (EOS, MASK, PAD)  # the tokenizer trainer adds these first, so their ids are their positions here
-EOS_ID, MASK_ID, PAD_ID = 0, 1, 2
+EOS_ID, MASK_ID, PAD_ID = 0, 1, 2  # in the tokenizers trained here
 MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # a byte-level vocabulary holds every byte, then the special tokens
 DEFAULT_VOCAB_SIZE = 2048
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    "The ids a tokenizer gives `SPECIAL_TOKENS` (by default those of the tokenizers trained here)."
+
+    eos: int = EOS_ID
+    mask: int = MASK_ID
+    pad: int = PAD_ID
+
+    def ordinary(self, vocab_size: int, shape, generator: torch.Generator) -> torch.Tensor:
+        "Token ids drawn uniformly from `range(vocab_size)` less the special ones."
+        ids = torch.randint(0, vocab_size - 3, shape, generator=generator)
+        for special in sorted((self.eos, self.mask, self.pad)):
+            ids += (ids >= special).long()  # step over each special id in turn: still uniform over the others
+        return ids
 
 # %% ../nbs/04_tokens.ipynb #d6ef0707
 def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_VOCAB_SIZE) -> Tokenizer:
@@ -53,15 +71,19 @@ def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_
 
 
 def read_tokenizer(path: str | Path) -> Tokenizer:
-    "A tokenizer file, checked to reserve ids 0, 1, 2 for `SPECIAL_TOKENS`."
+    "A tokenizers JSON file, with whichever of `SPECIAL_TOKENS` it lacks added after its vocabulary (see `special_ids`)."
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:
         raise RuntimeError(f"{path} is not a readable tokenizer file ({error}). If it is a cache under {data_dir()}, "
                            f"delete it and it is retrained on next use.") from error
-    if (ids := [tokenizer.token_to_id(token) for token in SPECIAL_TOKENS]) != [EOS_ID, MASK_ID, PAD_ID]:
-        raise ValueError(f"{path} gives {list(SPECIAL_TOKENS)} the ids {ids}, not [0, 1, 2]: train a tokenizer with `train_tokenizer`.")
+    tokenizer.add_special_tokens([token for token in SPECIAL_TOKENS if tokenizer.token_to_id(token) is None])
     return tokenizer
+
+
+def special_ids(tokenizer: Tokenizer) -> SpecialIds:
+    "Where `tokenizer` (from `read_tokenizer` or `train_tokenizer`) keeps `SPECIAL_TOKENS`."
+    return SpecialIds(*(tokenizer.token_to_id(token) for token in SPECIAL_TOKENS))
 
 
 def tokenizer_path(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT_VOCAB_SIZE) -> Path:
@@ -81,17 +103,39 @@ def load_tokenizer(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT
             atomic_write(path, lambda tmp: tokenizer.save(str(tmp)))
     return read_tokenizer(path)
 
+
+def tokenizer_of(cfg: TrainConfig) -> Tokenizer:
+    "The tokenizer a run's config names: the file `cfg.tokenizer`, else its corpus' own of `cfg.vocab_size` entries."
+    return load_tokenizer(cfg.corpus, cfg.vocab_size) if cfg.tokenizer is None else read_tokenizer(cfg.tokenizer)
+
 # %% ../nbs/04_tokens.ipynb #502d07b2
-def encode_documents(documents: Dataset, tokenizer: Tokenizer, batch_size: int = 64, progress: bool = True, desc: str | None = None) -> np.ndarray:
-    "One flat array of the token ids of `documents` (a `Dataset` with a `text` column), each document followed by `EOS_ID`."
-    dtype = np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.int32
-    pieces, separator = [], np.array([EOS_ID], dtype)
-    with tqdm(total=documents.num_rows, desc=desc, unit="doc", disable=not progress) as bar:
+def _write_header(file, dtype: np.dtype, length: int):
+    np.lib.format.write_array_header_1_0(file, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+                                                "shape": (length,)})
+
+
+def write_tokens(documents: Dataset, tokenizer: Tokenizer, path: Path, batch_size: int = 1000, progress: bool = True,
+                 desc: str | None = None) -> int:
+    """Write the token ids of `documents` (a `Dataset` with a `text` column), each followed by the tokenizer's end-of-text,
+    as the `.npy` file `path`, a batch of documents at a time; returns the token count."""
+    dtype = np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.int32)
+    separator, length = np.array([special_ids(tokenizer).eos], dtype), 0
+    with open(path, "wb") as file, tqdm(total=documents.num_rows, desc=desc, unit="doc", disable=not progress) as bar:
+        _write_header(file, dtype, 0)  # numpy sizes a header to hold any length, so the final one fits in its place
+        start = file.tell()
         for batch in documents.iter(batch_size=batch_size):
+            pieces = []
             for encoding in tokenizer.encode_batch(batch["text"], add_special_tokens=False):
                 pieces += [np.asarray(encoding.ids, dtype), separator]
+            if pieces:
+                chunk = np.concatenate(pieces)
+                file.write(chunk.tobytes())
+                length += len(chunk)
             bar.update(len(batch["text"]))
-    return np.concatenate(pieces) if pieces else np.zeros(0, dtype)
+        file.seek(0)
+        _write_header(file, dtype, length)
+        assert file.tell() == start, "the .npy header changed size"
+    return length
 
 
 def tokens_path(corpus: str | Path = "shakespeare", split: str = "train", vocab_size: int = DEFAULT_VOCAB_SIZE, tokenizer: str | Path | None = None) -> Path:
@@ -116,9 +160,10 @@ def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_
         made_by = sha256_file(tokenizer_file)
         if not (path.exists() and sidecar.exists() and _read_sidecar(sidecar, advice)["tokenizer_sha256"] == made_by):
             documents = load_corpus(corpus)[split]
-            array = encode_documents(documents, encoder, progress=progress, desc=f"tokenizing {corpus_key(corpus)}/{split}")
-            atomic_write(path, lambda tmp: _save_array(tmp, array))
-            write_json(sidecar, {"length": len(array), "dtype": str(array.dtype), "documents": documents.num_rows,
+            desc = f"tokenizing {corpus_key(corpus)}/{split}"
+            atomic_write(path, lambda tmp: write_tokens(documents, encoder, tmp, progress=progress, desc=desc))
+            written = np.load(path, mmap_mode="r")
+            write_json(sidecar, {"length": len(written), "dtype": str(written.dtype), "documents": documents.num_rows,
                                   "sha256": sha256_file(path), "tokenizer_sha256": made_by})
         info = _read_sidecar(sidecar, advice)
         check_sha256(path, info["sha256"], f"The token array is damaged. {advice}")
@@ -126,12 +171,6 @@ def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_
     if len(tokens) != info["length"]:
         raise RuntimeError(f"{path} holds {len(tokens)} tokens, its sidecar says {info['length']}. {advice}")
     return tokens
-
-
-def _save_array(path: Path, array: np.ndarray):
-    "`np.save` to exactly `path` (given a name, np.save would append .npy)."
-    with open(path, "wb") as f:
-        np.save(f, array)
 
 
 def _read_sidecar(sidecar: Path, advice: str) -> dict:
@@ -142,9 +181,9 @@ def _read_sidecar(sidecar: Path, advice: str) -> dict:
         raise RuntimeError(f"{sidecar} is unreadable ({error}). {advice}") from error
 
 
-def document_lengths(tokens: np.ndarray) -> np.ndarray:
-    "Length in tokens of each document of a stream, separators not counted."
-    ends = np.flatnonzero(np.asarray(tokens) == EOS_ID)
+def document_lengths(tokens: np.ndarray, eos: int = EOS_ID) -> np.ndarray:
+    "Length in tokens of each document of a stream, separators (`eos`) not counted."
+    ends = np.flatnonzero(np.asarray(tokens) == eos)
     return np.diff(ends, prepend=-1) - 1
 
 # %% ../nbs/04_tokens.ipynb #d6a828c2
@@ -184,7 +223,7 @@ def derived_seed(*parts: int) -> int:
 
 
 def mask_for_mlm(tokens: torch.Tensor, mask_prob: float, vocab_size: int, seed: int, row0: int = 0,
-                 batch_rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor, int]:
+                 batch_rows: int | None = None, specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
     """BERT-style masking of `tokens` (rows `row0`.. of a batch of `batch_rows`, default: just these rows).
     Returns (inputs, targets, n): targets are `IGNORE` where not selected, n counts selected positions in the whole batch."""
     rows, T = tokens.shape
@@ -192,25 +231,26 @@ def mask_for_mlm(tokens: torch.Tensor, mask_prob: float, vocab_size: int, seed: 
     shape = (batch_rows or rows, T)
     selected = torch.rand(shape, generator=g) < mask_prob
     action = torch.rand(shape, generator=g)
-    random_ids = torch.randint(PAD_ID + 1, vocab_size, shape, generator=g)  # ordinary tokens only
+    random_ids = specials.ordinary(vocab_size, shape, g)
     n_selected = int(selected.sum())
     selected, action, random_ids = (t[row0:row0 + rows].to(tokens.device) for t in (selected, action, random_ids))
-    inputs = torch.where(selected & (action < 0.8), MASK_ID, tokens)
+    inputs = torch.where(selected & (action < 0.8), specials.mask, tokens)
     inputs = torch.where(selected & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return inputs, torch.where(selected, tokens, IGNORE), n_selected
 
 
 def lm_batch(tokens: np.ndarray, cfg: TrainConfig, step: int, rank: int = 0, world_size: int = 1,
-             batch_size: int | None = None, stream: int = _MASK) -> tuple[torch.Tensor, torch.Tensor, int]:
+             batch_size: int | None = None, stream: int = _MASK, specials: SpecialIds = SpecialIds()
+             ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """This process's rows of batch `step`: (inputs, targets, number of scored targets in the whole batch).
-    clm: targets are the next tokens; mlm: masked inputs and the masked tokens."""
+    clm: targets are the next tokens; mlm: masked inputs (with the tokenizer's `specials`) and the masked tokens."""
     batch_size = batch_size or cfg.batch_size
     x = train_batch(tokens, batch_size=batch_size, seq_len=cfg.seq_len, seed=cfg.seed, step=step, rank=rank,
                     world_size=world_size)
     if cfg.objective == "clm":
         return x[:, :-1], x[:, 1:], batch_size * cfg.seq_len
     return mask_for_mlm(x[:, :-1], cfg.mask_prob, cfg.vocab_size, derived_seed(cfg.seed, step, stream),
-                        row0=rank * len(x), batch_rows=batch_size)
+                        row0=rank * len(x), batch_rows=batch_size, specials=specials)
 
 # %% ../nbs/04_tokens.ipynb #efc9cbeb
 def eval_windows(tokens: np.ndarray, context_length: int, stride: int | None = None, max_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, int]]:
@@ -247,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     fetch = commands.add_parser("fetch", help="download and prepare corpora, tokenizers and token arrays", epilog=EXIT_STATUS)
     fetch.add_argument("--corpus", nargs="+", default=list(OFFLINE_CORPORA),
-                       help=f"corpus names ({', '.join([*SOURCES, *HUB_CORPORA])}) or paths of .txt/.parquet files (default: %(default)s)")
+                       help=f"corpus names ({', '.join([*SOURCES, *HUB_CORPORA])}) or paths of .txt/.parquet/.jsonl files (default: %(default)s)")
     fetch.add_argument("--vocab-size", nargs="+", type=int, default=[DEFAULT_VOCAB_SIZE], help="tokenizer vocabulary sizes (default: %(default)s)")
     fetch.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)

@@ -28,7 +28,7 @@ from .checkpoint import (Run, check_run_folder, check_same_config, load_optimize
                                   remove_unreferenced, run_dir, save_checkpoint, truncate_metrics, unload_model)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .model import TransformerLM, position_token_ratio
-from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens
+from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens, special_ids, tokenizer_of
 from .utils import EXIT_STATUS, file_lock, run_command
 
 # %% auto #0
@@ -82,14 +82,21 @@ def _join_process_group(device: torch.device) -> bool:
 
 
 def _token_streams(cfg: TrainConfig, progress: bool) -> list:
-    "The train and validation tokens of `cfg`; `ConfigError` unless each holds a window of `seq_len + 1` tokens."
-    streams = [load_tokens(cfg.corpus, split, cfg.vocab_size, progress=progress) for split in ("train", "validation")]
+    """The train and validation tokens of `cfg` and where its tokenizer keeps the special tokens; `ConfigError` unless the
+    model's vocabulary holds the tokenizer's and each split holds a window of `seq_len + 1` tokens."""
+    tokenizer = tokenizer_of(cfg)
+    if (size := tokenizer.get_vocab_size()) > cfg.vocab_size:
+        raise ConfigError([("vocab_size", f"{cfg.vocab_size} is smaller than the {size} entries of tokenizer {cfg.tokenizer} "
+                                          f"(special tokens included); set vocab_size to at least {size} (for GPT-2's, "
+                                          "50304: 50,259 rounded up to a multiple of 64)")])
+    streams = [load_tokens(cfg.corpus, split, cfg.vocab_size, tokenizer=cfg.tokenizer, progress=progress)
+               for split in ("train", "validation")]
     for split, tokens in zip(("train", "validation"), streams):
         if len(tokens) <= cfg.seq_len:
             raise ConfigError([("seq_len", f"{cfg.seq_len} does not fit the {split} split of corpus {cfg.corpus!r} "
                                            f"({len(tokens)} tokens), which must hold seq_len + 1 tokens; lower seq_len "
                                            "or give a larger corpus")])
-    return streams
+    return streams, special_ids(tokenizer)
 
 # %% ../nbs/07_train.ipynb #9369578c
 class Trainer:
@@ -104,7 +111,7 @@ class Trainer:
         self.is_main = self.rank == 0
         meta = None if force else read_meta(self.out_dir)
         if meta: check_same_config(meta, cfg, self.out_dir)
-        self.train_tokens, self.val_tokens = _token_streams(cfg, progress and self.is_main)
+        (self.train_tokens, self.val_tokens), self.specials = _token_streams(cfg, progress and self.is_main)
 
         torch.manual_seed(cfg.seed)  # the same initial weights in every process
         self.model = TransformerLM(cfg.model_config()).to(self.device)
@@ -122,7 +129,8 @@ class Trainer:
             self.forward = torch.compile(self.forward)
         use_bf16 = cfg.dtype == "bfloat16" or (cfg.dtype == "auto" and self.device.type == "cuda")
         self.autocast = torch.autocast(self.device.type, torch.bfloat16) if use_bf16 else nullcontext()
-        self.val_batches = [lm_batch(self.val_tokens, cfg, i, stream=_EVAL) for i in range(cfg.eval_batches)]
+        self.val_batches = [lm_batch(self.val_tokens, cfg, i, stream=_EVAL, specials=self.specials)
+                            for i in range(cfg.eval_batches)]
         self.bar = tqdm(total=cfg.max_steps, initial=self.step, unit="step", desc=self.out_dir.name, dynamic_ncols=True,
                         disable=not (progress and self.is_main))
         if self.is_main:
@@ -157,7 +165,8 @@ def _loss_sum(self: Trainer, model, inputs, targets) -> torch.Tensor:
 def train_step(self: Trainer, step: int) -> float:
     "Run optimizer step `step` on the global batch; returns its mean loss (raises `TrainingDiverged` if not finite)."
     cfg = self.cfg
-    inputs, targets, n_scored = lm_batch(self.train_tokens, cfg, step, self.rank, self.world_size)
+    inputs, targets, n_scored = lm_batch(self.train_tokens, cfg, step, self.rank, self.world_size,
+                                         specials=self.specials)
     torch.manual_seed(derived_seed(cfg.seed, step, self.rank, _DROPOUT))
     loss_sum = torch.zeros((), device=self.device)
     micro_batches = list(zip(inputs.chunk(cfg.grad_accum), targets.chunk(cfg.grad_accum)))
