@@ -243,11 +243,12 @@ def from_preset(cls: TrainConfig, name: str, **overrides) -> TrainConfig:
 
 # %% ../nbs/05_config.ipynb #acbd40d9
 def parse_overrides(args: list[str]) -> dict:
-    "`key=value` arguments as a dict, each value read as YAML (`seeds=[0,1]`, `lr=3e-4`, `corpus=brown`)."
+    """`key=value` arguments as a dict, each value read as YAML (`seeds=[0,1]`, `lr=3e-4`, `corpus=brown`); a key may be
+    dotted (`train_settings.lr=1e-3`) where its reader allows."""
     overrides, problems = {}, []
     for arg in args:
         key, eq, value = arg.partition("=")
-        if not eq or not key.isidentifier():
+        if not eq or not all(part.isidentifier() for part in key.split(".")):
             problems.append((arg, "expected key=value, e.g. lr=3e-4 or seeds=[0,1]"))
             continue
         try:

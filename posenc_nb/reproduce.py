@@ -225,32 +225,44 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
 
 # %% ../nbs/14_reproduce.ipynb #6bae7da4
 def check_overrides(overrides: dict, profile: str = "cpu"):
-    "Raise `ConfigError` for any key of `overrides` that no profile sets, with the key it most resembles."
-    unknown = [k for k in overrides if k not in PROFILES[profile]]
-    if unknown:
-        raise ConfigError([(k, f"not a profile parameter{suggest(k, PROFILES[profile])}") for k in unknown])
+    """Raise `ConfigError` for any key of `overrides` that no profile sets, with the key it most resembles; a dotted key
+    (`train_settings.tokenizer`) must name an entry of a mapping parameter."""
+    problems = []
+    for key in overrides:
+        name, _, entry = key.partition(".")
+        if name not in PROFILES[profile]:
+            problems.append((key, f"not a profile parameter{suggest(name, PROFILES[profile])}"))
+        elif entry and not isinstance(PROFILES[profile][name], dict):
+            problems.append((key, f"{name} is not a mapping, so it has no entry {entry!r}: give {name}=VALUE whole"))
+    if problems:
+        raise ConfigError(problems)
 
 
 def profile_parameters(profile: str, overrides: dict | None = None) -> dict:
-    "The parameters of `profile` with `overrides` on top, checked: an unknown profile or key, or a bad value, raises."
+    """The parameters of `profile` with `overrides` on top (a dotted key replaces one entry of a mapping), checked: an
+    unknown profile or key, or a bad value, raises."""
     if profile not in PROFILES:
         raise ValueError(f"Unknown profile {profile!r}; choose one of {sorted(PROFILES)}.")
     check_overrides(overrides or {}, profile)
-    params = dict(PROFILES[profile], **(overrides or {}), profile=profile)
+    params = dict(PROFILES[profile], profile=profile)
+    for key, value in (overrides or {}).items():
+        name, _, entry = key.partition(".")
+        params[name] = {**params[name], entry: value} if entry else value
     if problems := parameter_problems(params):
         raise ConfigError(problems)
     return params
 
 
-def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> Path:
-    "The output folder, resolved; first an error for an unknown profile or key, a bad parameter, or other results aimed at the committed figures."
-    profile_parameters(profile, overrides)
+def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tuple[Path, dict]:
+    """The output folder, resolved, and the parameters; first an error for an unknown profile or key, a bad parameter, or
+    other results aimed at the committed figures."""
+    params = profile_parameters(profile, overrides)
     out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
     if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
         changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
         raise ConfigError([("out", f"{out_dir} holds the committed figures of the cpu profile, which {changed} would "
                                    "overwrite with other results; give --out runs/NAME, or pass --replace to replace them")])
-    return out_dir
+    return out_dir, params
 
 
 def _publish(staging: Path, out_dir: Path):
@@ -264,9 +276,8 @@ def _publish(staging: Path, out_dir: Path):
 # %% ../nbs/14_reproduce.ipynb #f1a2b3c4
 def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool) -> tuple[Path, dict, list]:
     "The output folder, the parameters, and `(notebook, its parameters)` for each chosen notebook: every check before anything runs."
-    out_dir = _check_request(profile, overrides, out_dir, replace)
+    out_dir, params = _check_request(profile, overrides, out_dir, replace)
     notebooks = select_notebooks(experiment_notebooks(experiments_dir), only)
-    params = dict(PROFILES[profile], **overrides, profile=profile)
     return out_dir, params, [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]
 
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6

@@ -4,7 +4,10 @@ tokens first, `<|endoftext|>` last, `<mask>` and `<pad>` added after it), and mo
 Everything is made here: no hub, no network."""
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -16,8 +19,9 @@ from posenc_nb.config import ConfigError, TrainConfig
 from posenc_nb.corpora import corpus_summary, load_corpus
 from posenc_nb.evaluate import masked_perplexity, perplexity_by_length
 from posenc_nb.experiments import run_perplexity
-from posenc_nb.tokens import EOS, document_lengths, load_tokens, read_tokenizer, special_ids
+from posenc_nb.tokens import EOS, document_lengths, load_tokens, read_tokenizer, special_ids, tokens_path
 from posenc_nb.train import train
+from posenc_nb.utils import REPO_ROOT
 
 WORDS = "the cat sat on a mat while every dog ran to its log and no bird flew over any tree".split()
 
@@ -99,3 +103,22 @@ def test_a_damaged_line_names_its_file_and_line(tmp_path, pile):
     with pytest.raises(ValueError, match=r"val\.jsonl\.zst, line 2: not a JSON object with a `text` field"):
         load_corpus(str(pile))
     assert not list((tmp_path / "data" / "corpora").glob("*/complete.json"))  # nothing half-built is kept
+
+
+def test_the_experiments_run_on_it(tmp_path, pile, gpt2_like):
+    "The paper's Pile setup through `posenc-reproduce`: corpus and tokenizer as overrides, every token load through that tokenizer."
+    size = read_tokenizer(gpt2_like).get_vocab_size()
+    cli = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
+    args = ["--profile", "smoke", "--only", "01", "--only", "07", "--out", str(tmp_path / "figures"), f"corpus={pile}",
+            f"train_settings.tokenizer={gpt2_like}", f"train_settings.vocab_size={size}",
+            "unigram_margin=null"]  # four smoke steps do not beat a 20-word corpus' unigram baseline; the plumbing is tested here
+    done = subprocess.run([*cli, *args], cwd=REPO_ROOT, env=dict(os.environ, POSENC_RUNS_DIR=str(tmp_path / "runs")),
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (tmp_path / "figures" / "extrapolation.csv").exists() and (tmp_path / "figures" / "mlm_control.csv").exists()
+    configs = [json.loads(meta.read_text())["config"] for meta in (tmp_path / "runs").glob("*/meta.json")]
+    assert configs and all(cfg["tokenizer"] == gpt2_like and cfg["corpus"] == str(pile) for cfg in configs)
+    assert {cfg["objective"] for cfg in configs} == {"clm", "mlm"}
+    made_by_it = tokens_path(str(pile), "validation", tokenizer=gpt2_like).parent
+    assert list((tmp_path / "data" / "tokens").iterdir()) == [made_by_it]  # every token file came from that tokenizer
+    assert not list((tmp_path / "data" / "tokenizers").glob("*.json"))  # no BPE was trained on the corpus
