@@ -28,7 +28,7 @@ from .evaluate import check_context_lengths, model_encoding, perplexity_by_lengt
 from .model import TransformerLM
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              savefig, style_axes)
-from .tokens import load_tokens
+from .tokens import load_tokens, tokens_of
 from .train import train
 from .utils import positive_int
 
@@ -222,7 +222,7 @@ def _validation(cfg: TrainConfig):
     "The validation tokens of a run's config (its corpus, through its tokenizer) and the unigram baseline on them, once per process."
     key = (cfg.corpus, cfg.vocab_size, cfg.tokenizer)
     if key not in _validation_cache:
-        val, train = (load_tokens(cfg.corpus, split, cfg.vocab_size, tokenizer=cfg.tokenizer) for split in ("validation", "train"))
+        val, train = (tokens_of(cfg, split) for split in ("validation", "train"))
         _validation_cache[key] = val, unigram_loss(train, val, cfg.vocab_size)
     return _validation_cache[key]
 

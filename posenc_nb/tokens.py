@@ -29,9 +29,9 @@ if typing.TYPE_CHECKING:
 # %% auto #0
 __all__ = ['EOS', 'MASK', 'PAD', 'SPECIAL_TOKENS', 'EOS_ID', 'MASK_ID', 'PAD_ID', 'MIN_VOCAB_SIZE', 'DEFAULT_VOCAB_SIZE',
            'IGNORE', 'SpecialIds', 'train_tokenizer', 'read_tokenizer', 'special_ids', 'tokenizer_path',
-           'load_tokenizer', 'tokenizer_of', 'write_tokens', 'tokens_path', 'load_tokens', 'document_lengths',
-           'corpus_stats', 'train_batch', 'derived_seed', 'mask_for_mlm', 'lm_batch', 'eval_windows', 'fetch_all',
-           'main']
+           'load_tokenizer', 'tokenizer_of', 'tokens_of', 'write_tokens', 'tokens_path', 'load_tokens',
+           'document_lengths', 'corpus_stats', 'train_batch', 'derived_seed', 'mask_for_mlm', 'lm_batch',
+           'eval_windows', 'fetch_all', 'main']
 
 # %% ../nbs/04_tokens.ipynb #f5ec9dca
 EOS, MASK, PAD = "<|endoftext|>", "<mask>", "<pad>"
@@ -107,6 +107,11 @@ def load_tokenizer(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT
 def tokenizer_of(cfg: TrainConfig) -> Tokenizer:
     "The tokenizer a run's config names: the file `cfg.tokenizer`, else its corpus' own of `cfg.vocab_size` entries."
     return load_tokenizer(cfg.corpus, cfg.vocab_size) if cfg.tokenizer is None else read_tokenizer(cfg.tokenizer)
+
+
+def tokens_of(cfg: TrainConfig, split: str, progress: bool = True) -> np.ndarray:
+    "The `split` tokens a run's config trains or is scored on: its corpus, through `tokenizer_of(cfg)`."
+    return load_tokens(cfg.corpus, split, cfg.vocab_size, tokenizer=cfg.tokenizer, progress=progress)
 
 # %% ../nbs/04_tokens.ipynb #502d07b2
 def _write_header(file, dtype: np.dtype, length: int):

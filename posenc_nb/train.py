@@ -28,7 +28,7 @@ from .checkpoint import (Run, check_run_folder, check_same_config, load_optimize
                                   remove_unreferenced, run_dir, save_checkpoint, truncate_metrics, unload_model)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .model import TransformerLM, position_token_ratio
-from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, load_tokens, special_ids, tokenizer_of
+from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, special_ids, tokenizer_of, tokens_of
 from .utils import EXIT_STATUS, file_lock, run_command
 
 # %% auto #0
@@ -89,8 +89,7 @@ def _token_streams(cfg: TrainConfig, progress: bool) -> list:
         raise ConfigError([("vocab_size", f"{cfg.vocab_size} is smaller than the {size} entries of tokenizer {cfg.tokenizer} "
                                           f"(special tokens included); set vocab_size to at least {size} (for GPT-2's, "
                                           "50304: 50,259 rounded up to a multiple of 64)")])
-    streams = [load_tokens(cfg.corpus, split, cfg.vocab_size, tokenizer=cfg.tokenizer, progress=progress)
-               for split in ("train", "validation")]
+    streams = [tokens_of(cfg, split, progress) for split in ("train", "validation")]
     for split, tokens in zip(("train", "validation"), streams):
         if len(tokens) <= cfg.seq_len:
             raise ConfigError([("seq_len", f"{cfg.seq_len} does not fit the {split} split of corpus {cfg.corpus!r} "
