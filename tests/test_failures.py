@@ -14,7 +14,6 @@ import subprocess
 from pathlib import Path
 
 import nbformat
-import numpy as np
 import pytest
 import torch
 
@@ -261,10 +260,10 @@ def test_full_disk_while_building_a_token_cache(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
     docs = write_documents(tmp_path / "docs")
 
-    def half_then_full(file, array, *args, **kwargs):
-        (open(file, "wb") if isinstance(file, (str, Path)) else file).write(b"\x93NUMPY")
+    def half_then_full(documents, tokenizer, path, *args, **kwargs):
+        Path(path).write_bytes(b"\x93NUMPY")
         raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(np, "save", half_then_full)
+    monkeypatch.setattr(tokens, "write_tokens", half_then_full)
     code, err = command(tokens.main, ["fetch", "--corpus", docs, "--vocab-size", "300", "--quiet"], capsys)
     assert code == 1 and "disk is full" in err, err
     token_files = [p.name for p in (tmp_path / "data" / "tokens").rglob("*") if p.is_file()]

@@ -45,6 +45,7 @@ def notebook_trainings(notebook: Path, profile: str, out_dir: Path) -> set[str]:
     with mock.patch("posenc_nb.experiments.train", _fake_train(trained)), \
          mock.patch("posenc_nb.experiments.train_jobs", lambda jobs=None: 1), \
          mock.patch("posenc_nb.tokens.load_tokens", _fake_tokens), \
+         mock.patch("posenc_nb.experiments.load_tokens", _fake_tokens), \
          contextlib.redirect_stdout(io.StringIO()):
         for i, cell in enumerate(cells):
             try:
