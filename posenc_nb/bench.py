@@ -25,7 +25,8 @@ import torch.nn.functional as F
 
 from .encodings import ENCODINGS, PositionalEncoding
 from .model import ModelConfig, TransformerLM
-from .config import PROFILES, ConfigError, TrainConfig, parse_overrides
+from .config import ConfigError, TrainConfig, parse_overrides
+from .profiles import PROFILES
 from .tokens import IGNORE, lm_batch
 from .train import Trainer
 from .utils import EXIT_STATUS, run_command, suggest

@@ -23,8 +23,8 @@ from .tokens import MIN_VOCAB_SIZE
 from .utils import closest, suggest
 
 # %% auto #0
-__all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'PROFILES', 'DEFAULT_OUT', 'parse_yaml', 'ConfigError', 'TrainConfig',
-           'parse_overrides', 'load_config', 'config_hash']
+__all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'parse_yaml', 'ConfigError', 'TrainConfig', 'parse_overrides',
+           'load_config', 'config_hash']
 
 # %% ../nbs/05_config.ipynb #ea1992c3
 class _Loader(yaml.SafeLoader):
@@ -228,8 +228,9 @@ def check_world_size(self: TrainConfig, world_size: int):
 
 # %% ../nbs/05_config.ipynb #e8b43850
 TRAIN_PRESETS: dict[str, dict] = {
-    "smoke": dict(model="cpu-tiny", seq_len=64, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=5, max_steps=30,
-                  eval_interval=10, eval_batches=2, log_interval=5, checkpoint_interval=10),
+    "smoke": dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, vocab_size=2048, seq_len=32, batch_size=4, lr=3e-3,
+                  min_lr=3e-4, warmup_steps=1, max_steps=4, eval_interval=10, eval_batches=1, log_interval=5,
+                  checkpoint_interval=10),
 }
 
 
@@ -282,134 +283,3 @@ def config_hash(cfg: TrainConfig) -> str:
     "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer` when set)."
     keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer") and not v)}
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:10]
-
-# %% ../nbs/05_config.ipynb #51322ddf
-_COMMON = dict(
-    corpus="shakespeare",
-    encodings=["learned", "sinusoidal", "rope", "alibi", "nopos"],  # the five models of the extrapolation figure
-    table_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # the paper's four, for Tables 1-3 and Fig. 2
-    mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
-    online_corpora=["wikitext-103"],  # Table 1 rows that need the network; skipped with a note when offline
-    sentence="The cat sat on the mat",
-    shuffled_sentence="The mat cat on sat the",
-    beyond_encodings=None,  # the beyond-the-paper notebook: None is every registered encoding
-    rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
-    train_jobs=1,  # models a notebook trains side by side, one thread each (posenc-bench compares; POSENC_TRAIN_JOBS wins)
-)
-
-PROFILES = {
-    "smoke": dict(
-        _COMMON,
-        train_settings=dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, vocab_size=2048, seq_len=32, batch_size=4,
-                            lr=3e-3, min_lr=3e-4, warmup_steps=1, max_steps=4, eval_interval=10, eval_batches=1,
-                            log_interval=5, checkpoint_interval=10),
-        seeds=[0, 1],  # two, so that every mean +- std path runs
-        unigram_margin=-3.0,  # four steps learn next to nothing: only check no model is broken (within 3 nats above)
-        corpora=["shakespeare", "brown"],
-        model_sizes={"d16": dict(d_model=16), "d32": dict(d_model=32), "d48": dict(d_model=48)},
-        train_lengths=[16, 32, 64],
-        eval_lengths=[16, 32, 64],
-        beyond_eval_lengths=[16, 32, 64, 128, 256, 512],  # up to 16x the training length
-        eval_tokens=512,
-        eval_protocol="both",
-        sliding_stride=None,
-        table_seeds=[0],
-        probe_sequences=8,
-        probe_eval_sequences=4,
-        probe_epochs=1,
-        word_order_samples=4,
-        position_segments=4,
-        mlm_settings={},
-    ),
-    "cpu": dict(
-        _COMMON,
-        # The core five: 4 layers of width 128 (the probe needs layers to follow), 400 steps of 16 x 128 tokens (0.8M tokens,
-        # half an epoch of Shakespeare), about 2 minutes per model on one thread. Chosen to fit the profile's 90 minutes
-        # with 3 seeds (about 45 models in all), not to make any encoding look good; README "Budget" says what it buys.
-        train_settings=dict(model="cpu-small", d_model=128, vocab_size=2048, seq_len=128, batch_size=16, lr=3e-3,
-                            min_lr=2e-4, warmup_steps=40, max_steps=400, eval_interval=100, eval_batches=8,
-                            log_interval=10, checkpoint_interval=100),
-        seeds=[0, 1, 2],
-        unigram_margin=0.5,  # nats every model's validation loss must sit below the unigram baseline
-        corpora=["shakespeare", "brown"],
-        model_sizes={"d64": dict(d_model=64), "d96": dict(d_model=96), "d128": dict(d_model=128)},  # d128: the core shape
-        train_lengths=[64, 128, 256],
-        # the blog's range, to 8x the training length: 2048 as well cost about 3 of the profile's 90 minutes
-        eval_lengths=[32, 64, 128, 256, 512, 1024],
-        beyond_eval_lengths=[128, 512, 1024],  # 1x, 4x, 8x: the other lengths are in 01_extrapolation
-        eval_tokens=None,  # the whole validation split
-        # the paper's non-overlapping windows only: the sliding protocol would double the cost of scoring 15 models
-        # over the whole split at 7 lengths (about 2 CPU-minutes more per model, measured in 09_evaluate)
-        eval_protocol="nonoverlapping",
-        sliding_stride=None,  # half the context: every scored token sees at least half a context of history
-        table_seeds=[0],  # Tables 1-3 and the encodings beyond the paper: one seed, labelled as such
-        probe_sequences=2048,  # fresh training windows, each seen at most probe_epochs times
-        probe_eval_sequences=256,
-        probe_epochs=2,
-        word_order_samples=100,
-        position_segments=8,
-        # half the causal recipe's steps (0.4M tokens): 12 masked LMs at the causal budget do not fit the profile's 90
-        # minutes (the paper gives its masked LMs 4x the causal batch)
-        mlm_settings=dict(max_steps=200, warmup_steps=20),
-        train_jobs=2,  # two models side by side, one thread each: faster on 2 cores than one model on both (posenc-bench)
-    ),
-    "paper": dict(
-        _COMMON,
-        corpus="wikitext-103",
-        # the paper's setup table: GPT-3 shapes at L=1024, peak lr 2e-3, 500 warm-up steps of 10k, 256k tokens a batch,
-        # weight decay 0.01, no dropout; it states no Adam betas or final lr, so those keep the trainer's defaults
-        train_settings=dict(model="gpt3-1.3b", vocab_size=50257, seq_len=1024, batch_size=256, grad_accum=8, lr=2e-3,
-                            min_lr=2e-4, warmup_steps=500, max_steps=10_000, weight_decay=0.01, dropout=0.0,
-                            eval_interval=500, eval_batches=20, log_interval=10, checkpoint_interval=500),
-        seeds=[0, 1, 2, 3, 4],
-        unigram_margin=1.0,
-        corpora=["wikitext-103"],
-        model_sizes={name: dict(model=name) for name in ["gpt3-125m", "gpt3-350m", "gpt3-760m", "gpt3-1.3b"]},
-        train_lengths=[256, 512, 1024, 2048],
-        eval_lengths=[128, 256, 512, 1024, 2048, 4096, 8192],
-        beyond_eval_lengths=[512, 1024, 2048, 4096, 8192, 16384],
-        eval_tokens=None,
-        eval_protocol="both",
-        sliding_stride=256,
-        table_seeds=[0, 1, 2],
-        probe_sequences=4096,
-        probe_eval_sequences=256,
-        probe_epochs=2,
-        word_order_samples=100,
-        position_segments=8,
-        mlm_settings=dict(model="gpt3-350m", seq_len=128, batch_size=8192, grad_accum=32, lr=1e-3, min_lr=1e-4, dropout=0.1),
-    ),
-    "gpu": dict(
-        _COMMON,
-        corpus="wikitext-103",
-        # The core claims (the five encodings' extrapolation, the probe, the masked-LM control) on one modern GPU in about an
-        # hour: GPT-3 Small's shape (12 layers, width 768) with a 16k vocabulary (98M parameters), L=512, 64 x 512 tokens a
-        # step, 800 steps (26M tokens, well under an epoch of WikiText-103), bf16. `posenc-reproduce plan --profile gpu`:
-        # 35 training runs (27 core and masked-LM models, 8 more for Tables 2-3), 5.4e17 FLOPs, about 1.0 GPU-hour at
-        # 150 TFLOP/s sustained (an estimate from the FLOP count, not yet measured; evaluation and probes come on top).
-        train_settings=dict(model="gpt3-125m", vocab_size=16384, seq_len=512, batch_size=64, lr=6e-4, min_lr=6e-5,
-                            warmup_steps=80, max_steps=800, dtype="bfloat16", eval_interval=250, eval_batches=20,
-                            log_interval=10, checkpoint_interval=250),
-        seeds=[0, 1, 2],
-        unigram_margin=1.0,
-        corpora=["wikitext-103"],  # the tables reuse the core runs where they can: one corpus, the core's
-        online_corpora=[],
-        model_sizes={"d512": dict(d_model=512, n_head=8), "gpt3-125m": dict(model="gpt3-125m")},
-        train_lengths=[256, 512],
-        eval_lengths=[128, 256, 512, 1024, 2048, 4096],
-        beyond_eval_lengths=[512, 1024, 2048, 4096, 8192],
-        beyond_encodings=["learned", "sinusoidal", "rope", "alibi", "nopos"],  # the core five: reused
-        eval_tokens=None,
-        eval_protocol="both",
-        sliding_stride=256,
-        table_seeds=[0],
-        probe_sequences=2048,
-        probe_eval_sequences=256,
-        probe_epochs=2,
-        word_order_samples=100,
-        position_segments=8,
-        mlm_settings={},  # the causal recipe as it is, as in the cpu profile
-    ),
-}
-
-DEFAULT_OUT = {"smoke": "runs/smoke-figures", "cpu": "figures", "paper": "runs/paper-figures", "gpu": "runs/gpu-figures"}  # relative to the repo

@@ -7,15 +7,10 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
-import math
 import os
-import shlex
 import shutil
-import subprocess
 import sys
 import time
-from dataclasses import fields
 from pathlib import Path
 
 import nbformat
@@ -24,20 +19,15 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
-from .checkpoint import run_dir
-from .config import DEFAULT_OUT, PROFILES, ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
-from .corpora import HUB_CORPORA, SOURCES
-from .encodings import ENCODINGS
-from .experiments import model_parameters, model_size_variants, run_config
-from .utils import EXIT_STATUS, REPO_ROOT, positive_int, run_command, suggest
+from .config import ConfigError, parse_overrides
+from .plan import chosen_plan, plan_main, plan_summary, train_locally
+from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
+from .report import update_readme
+from .utils import EXIT_STATUS, REPO_ROOT, positive_int, run_command
 
 # %% auto #0
-__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'ASSUMED_TFLOPS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters',
-           'declared_defaults', 'parameters_source', 'write_parameters', 'parameter_problems', 'committed_figures',
-           'check_parameters', 'ReproductionError', 'run_notebook', 'check_overrides', 'profile_parameters',
-           'reproduce', 'profile_trainings', 'training_tokens_of', 'training_flops', 'training_plan', 'plan_summary',
-           'train_arguments', 'train_command', 'plan_script', 'chosen_plan', 'dry_run', 'train_locally', 'main',
-           'plan_main']
+__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters', 'declared_defaults',
+           'parameters_source', 'write_parameters', 'ReproductionError', 'run_notebook', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -95,97 +85,6 @@ def write_parameters(notebook: Path, profile: str = "cpu"):
     cell.source = parameters_source(notebook, profile)
     nbformat.write(nb, notebook)
 
-# %% ../nbs/14_reproduce.ipynb #0be812a9
-def _natural(v) -> bool: return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-def _count(v) -> bool: return _natural(v) and v > 0
-def _list_of(test): return lambda v: isinstance(v, list) and len(v) > 0 and all(test(x) for x in v)
-def _corpus(v) -> bool: return isinstance(v, str) and (v in SOURCES or v in HUB_CORPORA or "/" in v or Path(v).exists())
-
-
-_RULES = {  # parameter: (check, what it must be)
-    "profile": (lambda v: v in PROFILES, f"one of {sorted(PROFILES)}"),
-    "out_dir": (lambda v: isinstance(v, str) and v.strip() != "", "the path of a folder"),
-    "corpus": (_corpus, f"one of {[*SOURCES, *HUB_CORPORA]} or the path of .txt/.parquet/.jsonl files"),
-    "corpora": (_list_of(_corpus), "a non-empty list of corpora"),
-    "online_corpora": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v), "a list of corpus names"),
-    "eval_protocol": (lambda v: v in ("nonoverlapping", "sliding", "both"), "'nonoverlapping', 'sliding' or 'both'"),
-    "train_jobs": (_count, "a positive integer: how many models train side by side"),
-    **dict.fromkeys(["seeds", "table_seeds"], (_list_of(_natural), "a non-empty list of integer seeds >= 0")),
-    **dict.fromkeys(["encodings", "table_encodings", "mlm_encodings"],
-                    (_list_of(lambda e: e in ENCODINGS), f"a non-empty list of encodings from {list(ENCODINGS)}")),
-    **dict.fromkeys(["train_lengths", "eval_lengths", "beyond_eval_lengths"], (_list_of(_count), "a non-empty list of positive integers")),
-    "beyond_encodings": (lambda v: v is None or _list_of(lambda e: e in ENCODINGS)(v), f"null (every encoding) or a list from {list(ENCODINGS)}"),
-    "rope_scalings": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of RoPE scaling names"),
-    **dict.fromkeys(["probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments"],
-                    (_count, "a positive integer")),
-    **dict.fromkeys(["eval_tokens", "sliding_stride"], (lambda v: v is None or _count(v), "a positive integer or null")),
-    "unigram_margin": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
-                       "a number (nats) or null"),
-    **dict.fromkeys(["train_settings", "mlm_settings"], (lambda v: isinstance(v, dict), "a mapping of TrainConfig keys")),
-    "model_sizes": (lambda v: isinstance(v, dict) and len(v) > 0 and all(isinstance(s, dict) for s in v.values()),
-                    "a non-empty mapping of names to TrainConfig keys"),
-    **dict.fromkeys(["sentence", "shuffled_sentence"], (lambda v: isinstance(v, str) and len(v.split()) > 1, "a sentence of several words")),
-}
-
-# %% ../nbs/14_reproduce.ipynb #46897356
-def _config_problems(name: str, keys: dict) -> list[tuple[str, str]]:
-    "The problems of the `TrainConfig` that parameter `name` makes, as `(name, problem)`."
-    try:
-        TrainConfig.from_dict(keys)
-        return []
-    except ConfigError as e:
-        return [(name, f"gives a bad config: {'; '.join(e.problems)}")]
-
-
-def _joint_problems(p: dict) -> list[tuple[str, str]]:
-    "The problems of parameters read together; `p` holds only those that are valid alone."
-    problems = _config_problems("train_settings", p["train_settings"]) if "train_settings" in p else []
-    if "train_settings" in p and not problems:
-        base = p["train_settings"]
-        problems += [x for size in p.get("model_sizes", {}).values() for x in _config_problems("model_sizes", {**base, **size})]
-        problems += _config_problems("mlm_settings", {**base, **p.get("mlm_settings", {}), "objective": "mlm"})
-        cfg = TrainConfig.from_dict(base)
-        if cfg.seq_len not in p.get("eval_lengths", [cfg.seq_len]):
-            problems.append(("eval_lengths", f"{p['eval_lengths']} omit the training length {cfg.seq_len} (train_settings' "
-                                             "seq_len), which every comparison is relative to; add it"))
-        if odd := [n for n in p.get("train_lengths", []) if cfg.seq_len * cfg.batch_size % n]:
-            problems.append(("train_lengths", f"{odd} do not divide the {cfg.seq_len * cfg.batch_size} tokens of a "
-                                              "training batch (seq_len x batch_size), which every length keeps"))
-    for name in ("table_encodings", "mlm_encodings"):
-        if name in p and ("nopos" not in p[name] or len(set(p[name])) < 2):
-            problems.append((name, f"{p[name]} must hold 'nopos' and an encoding with positions: the tables compare them"))
-    if "sentence" in p and "shuffled_sentence" in p and sorted(p["sentence"].split()) != sorted(p["shuffled_sentence"].split()):
-        problems.append(("shuffled_sentence", f"{p['shuffled_sentence']!r} is not a shuffle of the words of {p['sentence']!r}"))
-    return problems
-
-
-def parameter_problems(params: dict) -> list[tuple[str, str]]:
-    "`(parameter, problem)` for each experiment parameter in `params` that is wrong, alone or with the others."
-    alone = [(k, f"{v!r} is not {_RULES[k][1]}") for k, v in params.items() if k in _RULES and not _RULES[k][0](v)]
-    valid = {k: v for k, v in params.items() if k in _RULES and k not in dict(alone)}
-    return alone + _joint_problems(valid)
-
-# %% ../nbs/14_reproduce.ipynb #9bbb298b
-def committed_figures() -> Path:
-    "The folder of the committed figures and tables: the `cpu` profile's output."
-    return (REPO_ROOT / DEFAULT_OUT["cpu"]).resolve()
-
-
-def check_parameters(namespace: dict):
-    """What every experiment notebook calls first, with its `globals()`: `ConfigError` (a ValueError) naming each bad
-    parameter; and a refusal to write results other than the cpu profile's over the committed figures."""
-    cpu = dict(PROFILES["cpu"], profile="cpu")
-    params = {k: namespace[k] for k in ("out_dir", *cpu) if k in namespace}
-    problems = parameter_problems(params)
-    differ = [k for k in cpu if k in params and params[k] != cpu[k]]
-    if not problems and differ and Path(params.get("out_dir", ".")).resolve() == committed_figures():
-        problems.append(("out_dir", f"{params['out_dir']!r} is the committed figures folder, {committed_figures()}, and "
-                                    f"{', '.join(differ)} differ from the cpu profile's, so other results would overwrite "
-                                    "the committed ones. Give another folder (papermill ... -p out_dir ../../runs/NAME), "
-                                    "or replace the committed figures on purpose with posenc-reproduce --replace"))
-    if problems:
-        raise ConfigError(problems)
-
 # %% ../nbs/14_reproduce.ipynb #919b9626
 class ReproductionError(RuntimeError):
     "An experiment notebook failed: `notebook` (its name) and `cell` (counted from 1) say where; the message says how."
@@ -200,12 +99,22 @@ def _failing_cell(notebook: Path, source: str) -> int | None:
     cells = nbformat.read(notebook, as_version=4).cells
     return next((i + 1 for i, c in enumerate(cells) if c.source == source), None)
 
-
+# %% ../nbs/14_reproduce.ipynb #3a29fa17
 class _IPCKernelManager(AsyncKernelManager):
     "A kernel on local IPC sockets: no network ports, and no 'running over TCP' warning in every progress log."
 
     def __init__(self, **kwargs):
         super().__init__(transport="ipc", **kwargs)
+
+
+def _without_paths(output: Path):
+    "Papermill's record of the run in `output` without this machine's paths: file names only."
+    nb = nbformat.read(output, as_version=4)
+    record = nb.metadata.get("papermill", {})
+    for key in ("input_path", "output_path"):
+        if record.get(key):
+            record[key] = Path(record[key]).name
+    nbformat.write(nb, output)
 
 
 def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
@@ -221,38 +130,12 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
         raise ReproductionError(f"{notebook.stem} failed at cell {number or '?'} (`{first_line.strip()}`): {e.ename}: "
                                 f"{e.evalue}\nThe executed notebook, with the full traceback, is {output}",
                                 notebook.stem, number) from None
+    finally:
+        if output.exists():
+            _without_paths(output)
     return output
 
 # %% ../nbs/14_reproduce.ipynb #6bae7da4
-def check_overrides(overrides: dict, profile: str = "cpu"):
-    """Raise `ConfigError` for any key of `overrides` that no profile sets, with the key it most resembles; a dotted key
-    (`train_settings.tokenizer`) must name an entry of a mapping parameter."""
-    problems = []
-    for key in overrides:
-        name, _, entry = key.partition(".")
-        if name not in PROFILES[profile]:
-            problems.append((key, f"not a profile parameter{suggest(name, PROFILES[profile])}"))
-        elif entry and not isinstance(PROFILES[profile][name], dict):
-            problems.append((key, f"{name} is not a mapping, so it has no entry {entry!r}: give {name}=VALUE whole"))
-    if problems:
-        raise ConfigError(problems)
-
-
-def profile_parameters(profile: str, overrides: dict | None = None) -> dict:
-    """The parameters of `profile` with `overrides` on top (a dotted key replaces one entry of a mapping), checked: an
-    unknown profile or key, or a bad value, raises."""
-    if profile not in PROFILES:
-        raise ValueError(f"Unknown profile {profile!r}; choose one of {sorted(PROFILES)}.")
-    check_overrides(overrides or {}, profile)
-    params = dict(PROFILES[profile], profile=profile)
-    for key, value in (overrides or {}).items():
-        name, _, entry = key.partition(".")
-        params[name] = {**params[name], entry: value} if entry else value
-    if problems := parameter_problems(params):
-        raise ConfigError(problems)
-    return params
-
-
 def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tuple[Path, dict]:
     """The output folder, resolved, and the parameters; first an error for an unknown profile or key, a bad parameter, or
     other results aimed at the committed figures."""
@@ -281,6 +164,26 @@ def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, repl
     return out_dir, params, [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]
 
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6
+def _run_staged(notebook: Path, parameters: dict, out_dir: Path) -> Path:
+    """Run `notebook` into a staging folder in `out_dir` and publish its executed copy, figures and tables together; a
+    failed notebook publishes nothing, and its executed copy, with the traceback, is kept as `notebooks/NAME.failed.ipynb`."""
+    staging, published = out_dir / f".staging-{notebook.stem}", out_dir / "notebooks" / notebook.name
+    staged, failed = staging / "notebooks" / notebook.name, published.with_suffix(".failed.ipynb")
+    shutil.rmtree(staging, ignore_errors=True)
+    try:  # the notebook is told its folder relative to its own, so no machine's path is written into it
+        run_notebook(notebook, staged, {**parameters, "out_dir": os.path.relpath(staging, notebook.parent)})
+        failed.unlink(missing_ok=True)
+        _publish(staging, out_dir)
+        return published
+    except ReproductionError as e:
+        if staged.exists():
+            failed.parent.mkdir(parents=True, exist_ok=True)
+            staged.replace(failed)
+        raise ReproductionError(str(e).replace(str(staged), str(failed)), e.notebook, e.cell) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+# %% ../nbs/14_reproduce.ipynb #7b351f43
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
 
 
@@ -290,9 +193,10 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
     time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook writes into a
     staging folder that reaches `out_dir` only if the notebook succeeds; other results than the cpu profile's reach the
-    committed figures only with `replace`. The notebooks train `train_jobs` models side by side (`POSENC_TRAIN_JOBS`
-    in the environment wins). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one
-    through torchrun on `nproc_per_node` processes (`train_locally`), and the notebooks only analyse."""
+    committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter of the
+    profile, passed to them as any other). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one
+    through torchrun on `nproc_per_node` processes (`train_locally`), and the notebooks only analyse. A full run into
+    the committed figures also rewrites the README's generated blocks (`posenc_nb.report`)."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
@@ -301,140 +205,24 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     if launcher == "torchrun":
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     timings, start = [], time.time()
-    os.environ.setdefault("POSENC_TRAIN_JOBS", str(params["train_jobs"]))  # the kernels inherit it
     for i, (nb, nb_params) in enumerate(todo, 1):
-        t0, staging = time.time(), out_dir / f".staging-{nb.stem}"
-        shutil.rmtree(staging, ignore_errors=True)
+        t0 = time.time()
         try:
-            output = run_notebook(nb, out_dir / "notebooks" / nb.name, {**nb_params, "out_dir": str(staging)})
-        except BaseException as e:
-            shutil.rmtree(staging, ignore_errors=True)  # a failed notebook publishes nothing
-            if isinstance(e, KeyboardInterrupt):
-                raise KeyboardInterrupt(f"interrupted in {nb.stem} (notebook {i} of {len(todo)}), which published nothing; "
-                                        f"those before it published to {out_dir}. Rerun the same command to go on: "
-                                        "trained models are reused.") from None
-            raise
-        _publish(staging, out_dir)
+            output = _run_staged(nb, nb_params, out_dir)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(f"interrupted in {nb.stem} (notebook {i} of {len(todo)}), which published nothing; "
+                                    f"those before it published to {out_dir}. Rerun the same command to go on: "
+                                    "trained models are reused.") from None
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
         log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
-    timings = pd.DataFrame(timings).assign(profile=profile, train_jobs=os.environ["POSENC_TRAIN_JOBS"])
+    timings = pd.DataFrame(timings).assign(profile=profile, train_jobs=params["train_jobs"])
     if not only:
         timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
+    if not only and out_dir == committed_figures():  # the README quotes the committed results: from them, never by hand
+        log(f"README.md: rewrote {', '.join(update_readme()) or 'nothing (its results were already these)'}")
     return timings
 
-# %% ../nbs/14_reproduce.ipynb #e5f6a7b8
-def _grid(settings: dict, variants, encodings, seeds) -> list[TrainConfig]:
-    "The configs `grid_runs(settings, variants, encodings, seeds)` trains (`variants`: an iterable of fields)."
-    return [run_config(settings, fields, enc, seed) for fields in variants for enc in encodings for seed in seeds]
-
-
-def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
-    "`(notebook, config)` for each model the experiment notebooks train under the parameters `p` (a run may repeat)."
-    ts, core, masked = p["train_settings"], [{"corpus": p["corpus"]}], [{"corpus": p["corpus"], "objective": "mlm"}]
-    mlm, first, te, tseeds = {**ts, **p["mlm_settings"]}, p["seeds"][:1], p["table_encodings"], p["table_seeds"]
-    core_five, spread = _grid(ts, core, p["encodings"], p["seeds"]), _grid(ts, core, te, p["seeds"])
-    nopos_pair = _grid(ts, core, ["nopos"], first) + _grid(mlm, masked, ["nopos"], first)
-    base = TrainConfig.from_dict(ts)
-    lengths = [dict(corpus=p["corpus"], seq_len=n, batch_size=base.seq_len * base.batch_size // n) for n in p["train_lengths"]]
-    corpora = [dict(corpus=c) for c in [*p["corpora"], *p["online_corpora"]]]
-    groups = {
-        "01_extrapolation": core_five,
-        "02_attention_heatmaps": nopos_pair,
-        "03_table1_corpora": _grid(ts, corpora, te, tseeds) + spread,
-        "04_table2_model_sizes": _grid(ts, model_size_variants(ts, p["model_sizes"], p["corpus"]).values(), te, tseeds) + spread,
-        "05_table3_train_lengths": _grid(ts, lengths, te, tseeds) + spread,
-        "06_probe": core_five,
-        "07_mlm_control": _grid(mlm, masked, p["mlm_encodings"], p["seeds"]) + _grid(ts, core, p["mlm_encodings"], p["seeds"]),
-        "08_appendix": core_five,
-        "09_beyond_the_paper": _grid(ts, core, p["beyond_encodings"] or ENCODINGS, tseeds),
-        "10_how_nopos_counts": nopos_pair,
-    }
-    return [(notebook, cfg) for notebook, configs in groups.items() for cfg in configs]
-
-# %% ../nbs/14_reproduce.ipynb #b8c9d0e1
-ASSUMED_TFLOPS = 150.0  # sustained bf16 TFLOP/s per GPU that GPU-hour estimates assume (about half an A100's peak)
-
-
-def training_tokens_of(cfg: TrainConfig) -> int:
-    "Tokens `cfg` trains on: steps x sequences per step x their length."
-    return cfg.max_steps * cfg.batch_size * cfg.seq_len
-
-
-def training_flops(cfg: TrainConfig, parameters: int | None = None) -> float:
-    "Training FLOPs of `cfg`: tokens x (6 x parameters + 12 x layers x length x width), PaLM's count."
-    shape = cfg.model_config()
-    per_token = 6 * (parameters or model_parameters(cfg)) + 12 * shape.n_layer * cfg.seq_len * shape.d_model
-    return float(training_tokens_of(cfg) * per_token)
-
-# %% ../nbs/14_reproduce.ipynb #d0e1f2a3
-def _plan_row(cfg: TrainConfig, tflops: float) -> dict:
-    "The plan's row of one run."
-    shape, parameters = cfg.model_config(), model_parameters(cfg)
-    flops = training_flops(cfg, parameters)
-    return dict(run=run_dir(cfg).name, config_hash=config_hash(cfg), encoding=cfg.pos_encoding, objective=cfg.objective,
-                corpus=cfg.corpus, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head,
-                parameters=parameters, batch_size=cfg.batch_size, steps=cfg.max_steps, tokens=training_tokens_of(cfg),
-                seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600, folder=str(run_dir(cfg)), config=cfg)
-
-
-def training_plan(profile: str, overrides: dict | None = None, tflops: float = ASSUMED_TFLOPS) -> pd.DataFrame:
-    """One row per distinct training run of `profile` (with `overrides`): its folder, config hash, shape, tokens, seed,
-    the notebooks that use it, its training FLOPs and GPU-hours at `tflops` sustained; nothing runs, nothing trains."""
-    rows, notebooks = {}, {}
-    for notebook, cfg in profile_trainings(profile_parameters(profile, overrides)):
-        rows.setdefault(run_dir(cfg), cfg)
-        notebooks.setdefault(run_dir(cfg), []).append(notebook)
-    plan = pd.DataFrame([dict(_plan_row(cfg, tflops), notebooks=", ".join(dict.fromkeys(notebooks[folder])))
-                         for folder, cfg in rows.items()])
-    plan.attrs.update(profile=profile, tflops=tflops)
-    return plan
-
-
-def plan_summary(plan: pd.DataFrame) -> str:
-    "One line: how many runs, tokens and FLOPs the plan trains, and the GPU-hours at its assumed rate."
-    return (f"profile {plan.attrs['profile']!r}: {len(plan)} training runs, {plan.tokens.sum():.3g} tokens, "
-            f"{plan.flops.sum():.3g} FLOPs: about {plan.gpu_hours.sum():.3g} GPU-hours at an assumed "
-            f"{plan.attrs['tflops']:g} TFLOP/s sustained per GPU")
-
-# %% ../nbs/14_reproduce.ipynb #b4c5d6e7
-def _yaml_text(value) -> str:
-    "`value` as `key=value` arguments write it: read back by `parse_yaml` as the same value."
-    if isinstance(value, str) and parse_yaml(value) == value:
-        return value
-    return json.dumps(value)  # JSON is YAML: numbers, lists, mappings, quoted strings
-
-
-def train_arguments(cfg: TrainConfig) -> list[str]:
-    "`key=value` for every key of `cfg` that differs from the default: what `posenc-train` needs to train `cfg`."
-    return [f"{f.name}={_yaml_text(getattr(cfg, f.name))}" for f in fields(cfg) if getattr(cfg, f.name) != f.default]
-
-
-def _train_argv(cfg: TrainConfig, nproc_per_node: int, launcher: list[str], trainer: list[str]) -> list[str]:
-    "`launcher` (torchrun, however it is called) running `trainer` (posenc-train) on `cfg`, into its run folder."
-    cfg.check_world_size(nproc_per_node)
-    return [*launcher, "--standalone", f"--nproc-per-node={nproc_per_node}", *trainer, "--no-progress",
-            "--out", str(run_dir(cfg)), *train_arguments(cfg)]
-
-
-def train_command(cfg: TrainConfig, nproc_per_node: int = 1) -> str:
-    "The shell command that trains (or resumes, or reuses) `cfg` into its run folder on `nproc_per_node` processes."
-    return shlex.join(_train_argv(cfg, nproc_per_node, ["torchrun"], ["--no-python", "posenc-train"]))
-
-
-def plan_script(plan: pd.DataFrame, nproc_per_node: int = 1) -> str:
-    "A bash script of `plan`'s `train_command`s, one run after another; run it again to go on after an interruption."
-    header = ["#!/usr/bin/env bash", f"# posenc-reproduce plan: {plan_summary(plan)}",
-              "# Rerun this script to go on after an interruption: finished runs are reused, a stopped one resumes.",
-              "set -euo pipefail"]
-    return "\n".join([*header, *(train_command(cfg, nproc_per_node) for cfg in plan.config)]) + "\n"
-
-# %% ../nbs/14_reproduce.ipynb #e7f8a9b0
-def chosen_plan(profile: str, overrides: dict, todo: list) -> pd.DataFrame:
-    "The rows of `training_plan` that the notebooks of `todo` (`(notebook, parameters)` pairs) train."
-    plan, chosen = training_plan(profile, overrides), {nb.stem for nb, _ in todo}
-    return plan[plan.notebooks.map(lambda names: bool(chosen.intersection(names.split(", "))))]
-
-
+# %% ../nbs/14_reproduce.ipynb #5a8cd6f5
 def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
             experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
     "What `reproduce` would do, checked and planned: the plan of the runs the chosen notebooks train. Nothing runs."
@@ -444,38 +232,6 @@ def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | Non
     log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would go "
         f"to {out_dir}\n{plan_summary(plan)}")
     return plan
-
-# %% ../nbs/14_reproduce.ipynb #1b2c3d4e
-def _posenc_train() -> str:
-    "This environment's `posenc-train` script (torchrun runs it with this Python)."
-    script = Path(sys.executable).parent / "posenc-train"
-    if not script.exists():
-        raise FileNotFoundError(f"no posenc-train beside {sys.executable}: install the package into this environment "
-                                "(pip install -e .), then rerun")
-    return str(script)
-
-
-def train_locally(plan: pd.DataFrame, nproc_per_node: int = 1, log=print):
-    """Train the runs of `plan` here, one after another, each through torchrun on `nproc_per_node` processes; a
-    finished run is reused, a stopped one resumes. A failure stops with the command that retries that run alone."""
-    launcher, trainer = [sys.executable, "-m", "torch.distributed.run"], [_posenc_train()]
-    argvs = [_train_argv(cfg, nproc_per_node, launcher, trainer) for cfg in plan.config]  # every run checked before any trains
-    for i, (cfg, argv) in enumerate(zip(plan.config, argvs), 1):
-        where = f"{run_dir(cfg)} (run {i} of {len(plan)})"
-        log(f"[train {i}/{len(plan)}] {run_dir(cfg).name}: torchrun on {nproc_per_node} process(es)")
-        sys.stdout.flush()  # our lines before the trainer's, in a pipe too
-        try:
-            status = subprocess.run(argv).returncode
-        except KeyboardInterrupt:
-            status = 130
-        if status == 130:
-            raise KeyboardInterrupt(f"interrupted while training {where}, before any notebook ran. Rerun the same command "
-                                    "to go on: finished runs are reused, this one resumes from its last checkpoint.")
-        if status:
-            raise RuntimeError(f"training {where} failed (exit status {status}; its message is above). Rerun the same "
-                               f"command once it is fixed (finished runs are reused), or retry this run alone: "
-                               f"{train_command(cfg, nproc_per_node)}")
-
 
 # %% ../nbs/14_reproduce.ipynb #6c35e0a4
 def main(argv=None) -> int:
@@ -502,7 +258,7 @@ def main(argv=None) -> int:
     parser.add_argument("--launcher", choices=LAUNCHERS, default="notebooks",
                         help="who trains: each notebook its own models (default), or torchrun, every run first")
     parser.add_argument("--nproc-per-node", type=int, default=1, help="with --launcher torchrun: processes (GPUs) per run")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)
     if args.nproc_per_node != 1 and args.launcher != "torchrun":
         parser.error("--nproc-per-node needs --launcher torchrun (the notebooks train on one process each)")
     options = {} if args.dry_run else dict(launcher=args.launcher, nproc_per_node=args.nproc_per_node)
@@ -510,35 +266,3 @@ def main(argv=None) -> int:
     return run_command("posenc-reproduce", lambda: run(
         args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),
         experiments_dir=args.experiments_dir, replace=args.replace, **options))
-
-# %% ../nbs/14_reproduce.ipynb #b0c1d2e3
-_PLAN_COLUMNS = ["run", "notebooks", "objective", "corpus", "seq_len", "n_layer", "d_model", "parameters", "steps", "tokens",
-                 "seed", "gpu_hours"]
-
-
-def plan_main(argv=None) -> int:
-    "`posenc-reproduce plan [--profile NAME] [--out FILE] [--nproc-per-node N] [--tflops T] [key=value ...]`; the exit status."
-    parser = argparse.ArgumentParser(prog="posenc-reproduce plan", description="List the training runs of a profile's "
-                                     "notebooks, their cost, and the command that trains each (on a GPU node, say).",
-                                     epilog="Train them (rerun to resume), then run posenc-reproduce with the same profile "
-                                            f"and values: the notebooks reuse the finished runs. {EXIT_STATUS}")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
-    parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="parameter set (default: cpu)")
-    parser.add_argument("--out", type=Path, help="write the commands to this executable bash script instead of printing them")
-    parser.add_argument("--nproc-per-node", type=int, default=1, help="torchrun processes (GPUs) per run (default 1)")
-    parser.add_argument("--tflops", type=float, default=ASSUMED_TFLOPS, help="sustained TFLOP/s per GPU the estimate assumes")
-    args = parser.parse_args(argv)
-
-    def body():
-        plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=args.tflops)
-        script = plan_script(plan, positive_int(args.nproc_per_node, "--nproc-per-node"))
-        numbers = lambda names: ",".join(name.split("_")[0] for name in names.split(", "))  # 01,06: a narrow column
-        print(plan[_PLAN_COLUMNS].to_string(index=False, formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
-        print(plan_summary(plan))
-        if args.out:
-            args.out.write_text(script)
-            args.out.chmod(0o755)
-            print(f"{len(plan)} commands written to {args.out}; run it (again after an interruption) to train them")
-        else:
-            print(script, end="")
-    return run_command("posenc-reproduce plan", body)

@@ -20,8 +20,8 @@ import torch
 import posenc_nb.train
 from posenc_nb import reproduce, tokens
 from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, read_metrics
-from posenc_nb.config import PROFILES, ConfigError, TrainConfig
-from posenc_nb.reproduce import check_parameters
+from posenc_nb.config import ConfigError, TrainConfig
+from posenc_nb.profiles import PROFILES, check_parameters
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
 from test_train import POSENC_TRAIN, TINY, partial_run, runs_root, weights, write_config  # noqa: F401 (runs_root: a fixture)

@@ -1,67 +1,40 @@
-"The plan of a profile's training runs is what its notebooks train, and its commands train exactly those runs."
+"The plan of a profile's training runs is built from the notebooks' own grids, and its commands train exactly those runs."
 import contextlib
 import io
 import os
+import re
 import shlex
-from pathlib import Path
 from unittest import mock
 
-import matplotlib
 import nbformat
-import numpy as np
 import pytest
 
-from posenc_nb.checkpoint import run_dir
-from posenc_nb.config import PROFILES, TrainConfig, config_hash, parse_overrides
-from posenc_nb.reproduce import experiment_notebooks, main, notebook_parameters, plan_script, training_plan
+from posenc_nb.config import TrainConfig, config_hash, parse_overrides
+from posenc_nb.plan import plan_script, training_plan
+from posenc_nb.reproduce import experiment_notebooks, main
 
-matplotlib.use("Agg")
-
-
-def _fake_tokens(corpus, split, vocab_size=2048, **kwargs):
-    "A few thousand token ids in place of a corpus: nothing is downloaded or tokenized."
-    return np.arange(4096, dtype=np.int64) % vocab_size
+# The grid functions of posenc_nb.grids that build a notebook's models (everything experiment_grids is made of).
+GRID_FUNCTIONS = ["core_grid", "masked_grid", "twin_runs", "corpora_grid", "sizes_grid", "lengths_grid", "beyond_grid"]
 
 
-def _fake_train(trained: set):
-    "A stand-in for `train` that records the run folder it was asked for and returns a placeholder run."
-    def train(cfg, out_dir=None, force=False, progress=True):
-        trained.add(run_dir(cfg).name)
-        run = mock.MagicMock()
-        run.name, run.config, run.out_dir = run_dir(cfg).name, cfg, run_dir(cfg)
-        return run
-    return train
+def _calls(notebook) -> set[str]:
+    "The grid functions a notebook's code calls."
+    code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
+    return {name for name in GRID_FUNCTIONS if re.search(rf"\b{name}\(", code)}
 
 
-def notebook_trainings(notebook: Path, profile: str, out_dir: Path) -> set[str]:
-    """The run folders `notebook`'s own code asks `train` for under `profile`: its cells run here, in order, with training
-    recorded instead of done. A cell that fails on a placeholder run skips the rest of that cell: every notebook trains at
-    the top of its cells, before it uses the runs."""
-    trained = set()
-    namespace = dict(notebook_parameters(notebook, dict(PROFILES[profile], profile=profile, out_dir="")),
-                     out_dir=str(out_dir), __name__="__main__")
-    cells = [c for c in nbformat.read(notebook, as_version=4).cells
-             if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
-    with mock.patch("posenc_nb.experiments.train", _fake_train(trained)), \
-         mock.patch("posenc_nb.experiments.train_jobs", lambda jobs=None: 1), \
-         mock.patch("posenc_nb.tokens.load_tokens", _fake_tokens), \
-         mock.patch("posenc_nb.experiments.load_tokens", _fake_tokens), \
-         contextlib.redirect_stdout(io.StringIO()):
-        for i, cell in enumerate(cells):
-            try:
-                exec(compile(cell.source, f"{notebook.stem} cell {i}", "exec"), namespace)
-            except Exception:
-                continue
-    matplotlib.pyplot.close("all")
-    return trained
-
-
-def test_smoke_plan_is_what_the_notebooks_train(tmp_path):
-    "Per notebook and in all, the smoke plan's run folders are the ones the notebooks' own code asks for."
-    plan = training_plan("smoke")
+def test_every_notebook_trains_through_the_grids():
+    "Each experiment notebook that trains does so through posenc_nb.grids (what the plan lists), never by hand."
     for notebook in experiment_notebooks():
-        planned = set(plan.run[plan.notebooks.str.split(", ").map(lambda names: notebook.stem in names)])
-        assert notebook_trainings(notebook, "smoke", tmp_path / notebook.stem) == planned, notebook.stem
+        code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
+        assert _calls(notebook), f"{notebook.stem} trains no grid"
+        assert not re.search(r"\b(train|train_runs)\(", code), f"{notebook.stem} trains by hand"
+
+
+def test_the_plan_names_every_notebook():
+    "Every experiment notebook has its runs in the plan (the smoke end-to-end test checks they are the runs it trains)."
+    plan = training_plan("smoke")
+    assert set(plan.notebooks.str.split(", ").explode()) == {p.stem for p in experiment_notebooks()}
 
 
 @pytest.mark.parametrize("profile", ["paper", "gpu"])

@@ -12,10 +12,11 @@ import pytest
 from nbdev.test import _keep_file
 
 from posenc_nb.probe import middle_mad, random_mad
-from posenc_nb.config import PROFILES
+from posenc_nb.profiles import PROFILES, committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
-from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, committed_figures, experiment_notebooks,
-                                 notebook_parameters, parameters_source, run_notebook)
+from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, notebook_parameters,
+                                 parameters_source, run_notebook)
+from posenc_nb.plan import training_plan
 from posenc_nb.utils import REPO_ROOT
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
@@ -137,6 +138,24 @@ def test_smoke_reuses_trained_models(smoke):
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
+def test_smoke_trains_exactly_the_plan(smoke):
+    "The run folders the notebooks leave are the plan's (`posenc-reproduce plan`), but for corpora that need the network."
+    _, _, runs, _ = smoke
+    plan = training_plan("smoke")
+    online = plan.corpus.isin(SMOKE["online_corpora"])
+    trained = {d.name for d in runs.iterdir() if (d / "meta.json").exists()}
+    assert trained == set(plan.run[~online]) | (trained & set(plan.run[online])), sorted(trained ^ set(plan.run))
+
+
+def test_executed_notebooks_name_no_machine_path(smoke):
+    "The executed copies show results, not the runner's folders: no absolute path of the machine that ran them."
+    _, figures, runs, _ = smoke
+    for notebook in sorted((figures / "notebooks").glob("*.ipynb")):
+        text = notebook.read_text()
+        for folder in (str(REPO_ROOT), str(figures.parent), str(runs)):
+            assert folder not in text, f"{notebook.name} holds {folder}"
+
+
 def test_torchrun_launcher_trains_first_and_the_notebook_only_analyses(tmp_path):
     "--launcher torchrun: posenc-train under torchrun (2 gloo processes) trains the notebook's runs, then the notebook runs."
     done = run_cli("--profile", "smoke", "--only", "02", "--launcher", "torchrun", "--nproc-per-node", "2",
@@ -167,9 +186,10 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     done = run_cli("--profile", "smoke", "--out", str(out), "--experiments-dir", str(experiments), runs_dir=tmp_path / "runs")
     assert done.returncode == 1
     assert "02_broken failed at cell 3 (`corpus_tokens = len(corpus) // 0`): ZeroDivisionError" in done.stderr
-    assert str(out / "notebooks" / "02_broken.ipynb") in done.stderr  # where the traceback is
+    assert str(out / "notebooks" / "02_broken.failed.ipynb") in done.stderr  # where the traceback is
     assert (out / "first.txt").exists() and not (out / "never.txt").exists()
     assert sorted(p.name for p in out.iterdir()) == ["first.txt", "notebooks"]  # the failed notebook published nothing
+    assert sorted(p.name for p in (out / "notebooks").iterdir()) == ["01_first.ipynb", "02_broken.failed.ipynb"]
 
 
 def test_real_notebook_checks_its_parameters_first(tmp_path):
