@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import fcntl
 import os
 import shutil
 import sys
@@ -99,7 +101,7 @@ def _failing_cell(notebook: Path, source: str) -> int | None:
     cells = nbformat.read(notebook, as_version=4).cells
     return next((i + 1 for i, c in enumerate(cells) if c.source == source), None)
 
-# %% ../nbs/14_reproduce.ipynb #3a29fa17
+# %% ../nbs/14_reproduce.ipynb #32457969
 class _IPCKernelManager(AsyncKernelManager):
     "A kernel on local IPC sockets: no network ports, and no 'running over TCP' warning in every progress log."
 
@@ -183,27 +185,35 @@ def _run_staged(notebook: Path, parameters: dict, out_dir: Path) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
-# %% ../nbs/14_reproduce.ipynb #7b351f43
+# %% ../nbs/14_reproduce.ipynb #59798adb
+@contextlib.contextmanager
+def _only_runner(out_dir: Path):
+    "Hold `out_dir` for this runner alone, clearing the staging folders of a runner that was killed."
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lock = out_dir / ".posenc-reproduce.lock"
+    with open(lock, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            raise RuntimeError(f"another posenc-reproduce (process {handle.read().strip() or '?'}) is writing to {out_dir}; "
+                               "wait for it to end, or give this one another --out") from None
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        for stale in out_dir.glob(".staging-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)  # still held: a runner waiting on it starts afresh
+
+# %% ../nbs/14_reproduce.ipynb #30adbc0d
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
 
 
-def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
-              experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
-              nproc_per_node: int = 1) -> pd.DataFrame:
-    """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
-    time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook writes into a
-    staging folder that reaches `out_dir` only if the notebook succeeds; other results than the cpu profile's reach the
-    committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter of the
-    profile, passed to them as any other). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one
-    through torchrun on `nproc_per_node` processes (`train_locally`), and the notebooks only analyse. A full run into
-    the committed figures also rewrites the README's generated blocks (`posenc_nb.report`)."""
-    overrides = overrides or {}
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
-    out_dir, params, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
-    log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
-    if launcher == "torchrun":
-        train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
+def _run_all(todo: list, out_dir: Path, log) -> list[dict]:
+    "Run each `(notebook, parameters)` of `todo` into `out_dir`, one after another; a row per notebook with its time."
     timings, start = [], time.time()
     for i, (nb, nb_params) in enumerate(todo, 1):
         t0 = time.time()
@@ -215,14 +225,35 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
                                     "trained models are reused.") from None
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
         log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
-    timings = pd.DataFrame(timings).assign(profile=profile, train_jobs=params["train_jobs"])
+    return timings
+
+
+def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
+              experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
+              nproc_per_node: int = 1) -> pd.DataFrame:
+    """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
+    time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook's executed copy,
+    figures and tables reach `out_dir` together, only if it succeeds; other results than the cpu profile's reach the
+    committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter like any
+    other). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one through torchrun on
+    `nproc_per_node` processes (`train_locally`), and the notebooks only analyse. A full run into the committed figures
+    also rewrites the README's generated blocks (`posenc_nb.report`)."""
+    overrides = overrides or {}
+    if launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
+    out_dir, params, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
+    log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
+    if launcher == "torchrun":
+        train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
+    with _only_runner(out_dir):
+        timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=params["train_jobs"])
     if not only:
         timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
     if not only and out_dir == committed_figures():  # the README quotes the committed results: from them, never by hand
         log(f"README.md: rewrote {', '.join(update_readme()) or 'nothing (its results were already these)'}")
     return timings
 
-# %% ../nbs/14_reproduce.ipynb #5a8cd6f5
+# %% ../nbs/14_reproduce.ipynb #f77f4e27
 def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
             experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
     "What `reproduce` would do, checked and planned: the plan of the runs the chosen notebooks train. Nothing runs."

@@ -13,7 +13,9 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +26,7 @@ import posenc_nb
 # %% auto #0
 __all__ = ['REPO_ROOT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256',
            'atomic_write', 'write_json', 'positive_int', 'closest', 'suggest', 'model_device', 'frozen', 'disk_full',
-           'run_command']
+           'debugging', 'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -121,12 +123,11 @@ def frozen(model):
     finally:
         model.train(was_training)
 
-
 # %% ../nbs/02_utils.ipynb #844f1507
 EXIT_CODES = {0: "done",
               1: "a run, data cache or notebook that cannot go on (the message names the file and what to do)",
               2: "bad input: a config key or value, an argument, a corpus name",
-              130: "interrupted (Ctrl-C)"}
+              130: "interrupted (Ctrl-C or SIGTERM)"}
 EXIT_STATUS = ("Exit status: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES.items())
                + ". Errors are one paragraph; POSENC_DEBUG=1 shows the traceback instead.")
 
@@ -148,16 +149,30 @@ def _describe(error: Exception) -> str:
     return f"unexpected {type(error).__name__}: {error}. Rerun with POSENC_DEBUG=1 for the traceback, and report it."
 
 
+def debugging() -> bool:
+    "Whether `POSENC_DEBUG` asks for tracebacks: set to anything but empty or 0."
+    return os.environ.get("POSENC_DEBUG", "").strip() not in ("", "0")
+
+
+def _interrupt(signum, frame):
+    "SIGTERM stops a command as Ctrl-C does: whatever is running cleans up and says what was kept."
+    raise KeyboardInterrupt
+
+
 def run_command(prog: str, body) -> int:
     "Run `body()` as the command `prog`: returns its status from `EXIT_CODES`, with any error as one paragraph on stderr."
+    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
     try:
         body()
         return 0
     except KeyboardInterrupt as interrupt:
         code, message = 130, str(interrupt) or "interrupted; caches and runs are only used once complete, so rerun to go on."
     except Exception as error:
-        if os.environ.get("POSENC_DEBUG"):
+        if debugging():
             raise
         code, message = 2 if isinstance(error, ValueError) else 1, _describe(error)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     print(f"{prog}: {message}", file=sys.stderr)
     return code
