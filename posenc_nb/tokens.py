@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, eval_windows, lm_batch, mask_for_mlm  # also read from here
 from .config import ConfigError, TrainConfig, parse_overrides
-from .corpora import HUB_CORPORA, OFFLINE_CORPORA, SOURCES, SPLITS, corpus_key, corpus_summary, data_dir, load_corpus
+from .corpora import corpus_key, corpus_summary, load_corpus
+from .published_corpora import HUB_CORPORA, OFFLINE_CORPORA, SOURCES, SPLITS, data_dir
 from .special_tokens import DEFAULT_VOCAB_SIZE, EOS_ID, MIN_VOCAB_SIZE, SPECIAL_TOKENS, SpecialIds
 from .utils import EXIT_STATUS, atomic_write, check_sha256, file_lock, run_command, sha256_file, suggest, write_json
 

@@ -1,8 +1,8 @@
-"""End-to-end and failure-mode tests of posenc_nb.corpora and posenc_nb.tokens: the real offline corpora, small corpora made here, the CLI.
+"""End-to-end and failure-mode tests of the corpora and tokens chapters: the real offline corpora, small corpora made here, the CLI.
 
 The real corpora are read from (and, on first use, built into) the normal data folder; everything else runs in a
-temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/03_corpora and
-nbs/04_tokens already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
+temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/02a_published_corpora, 03_corpora,
+04_tokens and 05a_batches already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
 reproducibility and errors) is not repeated here. Errors are checked by type and by the facts their message carries.
 """
 
@@ -20,8 +20,9 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models
 
-from posenc_nb.corpora import SHAKESPEARE_HELD_OUT, SPLITS, load_corpus
 from posenc_nb.batches import train_batch
+from posenc_nb.corpora import load_corpus
+from posenc_nb.published_corpora import SHAKESPEARE_HELD_OUT, SPLITS
 from posenc_nb.special_tokens import EOS_ID, SpecialIds
 from posenc_nb.tokens import document_lengths, load_tokenizer, load_tokens, special_ids, tokenizer_path, tokens_path, train_tokenizer
 from posenc_nb.utils import sha256_file
