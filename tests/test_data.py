@@ -1,8 +1,8 @@
-"""End-to-end and failure-mode tests of posenc_nb.corpora and posenc_nb.tokens: the real offline corpora, small corpora made here, the CLI.
+"""End-to-end and failure-mode tests of the corpora and tokens chapters: the real offline corpora, small corpora made here, the CLI.
 
 The real corpora are read from (and, on first use, built into) the normal data folder; everything else runs in a
-temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/03_corpora and
-nbs/04_tokens already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
+temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/02a_published_corpora, 03_corpora,
+04_tokens and 05a_batches already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
 reproducibility and errors) is not repeated here. Errors are checked by type and by the facts their message carries.
 """
 
@@ -20,9 +20,11 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models
 
-from posenc_nb.corpora import SHAKESPEARE_HELD_OUT, SPLITS, load_corpus
-from posenc_nb.tokens import (EOS_ID, SpecialIds, document_lengths, load_tokenizer, load_tokens, special_ids, tokenizer_path,
-                              tokens_path, train_batch, train_tokenizer)
+from posenc_nb.batches import train_batch
+from posenc_nb.corpora import load_corpus
+from posenc_nb.published_corpora import SHAKESPEARE_HELD_OUT, SPLITS
+from posenc_nb.special_tokens import EOS_ID, SpecialIds
+from posenc_nb.tokens import document_lengths, load_tokenizer, load_tokens, special_ids, tokenizer_path, tokens_path, train_tokenizer
 from posenc_nb.utils import sha256_file
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.tokens import main; sys.exit(main())"]
@@ -114,7 +116,7 @@ def test_wikitext_parquet_files_are_grouped_into_articles(scratch_data, tmp_path
 
 
 def test_train_batch_windows_cover_the_stream_and_follow_the_seed():
-    "Reproducibility, the split between ranks and the size errors are checked in nbs/04_tokens; these are the edges."
+    "Reproducibility, the split between ranks and the size errors are checked in nbs/05a_batches; these are the edges."
     stream = np.arange(5000, dtype=np.int32)  # every window of a counting stream counts up by one
     batch = train_batch(stream, batch_size=16, seq_len=64, seed=3, step=11)
     assert batch.shape == (16, 65) and bool((batch.diff(dim=1) == 1).all())  # contiguous windows
@@ -210,6 +212,23 @@ def test_cli_fetch_builds_and_reports(tmp_path):
     assert "Traceback" not in bad.stderr
     usage = subprocess.run(CLI, env=env, capture_output=True, text=True)
     assert usage.returncode == 2 and "fetch" in usage.stderr
+
+
+def test_cli_fetch_takes_key_value_anywhere(tmp_path):
+    "key=value after the command, after a flag, between options; a list option ends at --; a bad key or value is exit 2."
+    docs = write_documents(tmp_path / "docs", n=6)
+    env = {**os.environ, "POSENC_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run([*CLI, "fetch", "--quiet", f"corpus={docs}", "--vocab-size", "300", "--", "quiet=true"], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert len(list((tmp_path / "data" / "tokens").glob("*-bpe300/*.npy"))) == 3
+    done = subprocess.run([*CLI, "fetch", "vocab_size=[300]", "--quiet", f"corpus=[{docs}]"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "ready in" in done.stdout, done.stderr  # the same caches, found
+    for bad, fact in [("vocab=300", "did you mean 'vocab_size'"), ("vocab_size=big", "vocab_size"), ("lr", "expected key=value")]:
+        done = subprocess.run([*CLI, "fetch", "--quiet", bad], env=env, capture_output=True, text=True)
+        assert done.returncode == 2 and fact in done.stderr and "Traceback" not in done.stderr, (bad, done.stderr)
+    swallowed = subprocess.run([*CLI, "fetch", "--corpus", str(docs), "quiet=true"], env=env, capture_output=True, text=True)
+    assert swallowed.returncode == 2 and "end the list with --" in swallowed.stderr, swallowed.stderr
 
 
 def test_concurrent_builds_share_one_cache(tmp_path):

@@ -3,6 +3,7 @@ Pile ships them, streamed into a corpus cache and a token file, tokenized by a t
 tokens first, `<|endoftext|>` last, `<mask>` and `<pad>` added after it), and models of both objectives trained on it.
 Everything is made here: no hub, no network."""
 
+import gzip
 import json
 import os
 import re
@@ -19,7 +20,8 @@ from posenc_nb.config import ConfigError, TrainConfig
 from posenc_nb.corpora import corpus_summary, load_corpus
 from posenc_nb.evaluate import masked_perplexity, perplexity_by_length
 from posenc_nb.experiments import run_perplexity
-from posenc_nb.tokens import EOS, document_lengths, load_tokens, read_tokenizer, special_ids, tokens_path
+from posenc_nb.special_tokens import EOS
+from posenc_nb.tokens import document_lengths, load_tokens, read_tokenizer, special_ids, tokens_path
 from posenc_nb.train import train
 from posenc_nb.utils import REPO_ROOT
 
@@ -103,6 +105,37 @@ def test_a_damaged_line_names_its_file_and_line(tmp_path, pile):
     with pytest.raises(ValueError, match=r"val\.jsonl\.zst, line 2: not a JSON object with a `text` field"):
         load_corpus(str(pile))
     assert not list((tmp_path / "data" / "corpora").glob("*/complete.json"))  # nothing half-built is kept
+
+
+@pytest.mark.parametrize("text", ["12", "null", '["a", "list"]'])
+def test_a_text_that_is_not_a_string_names_its_file_and_line(tmp_path, pile, text):
+    (pile / "test.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(f'{{"text": "fine"}}\n{{"text": {text}}}\n'.encode()))
+    with pytest.raises(ValueError, match=rf"test\.jsonl\.zst, line 2: `text` is {re.escape(text[:5])}.*not a string"):
+        load_corpus(str(pile))
+    assert not list((tmp_path / "data" / "corpora").glob("*/complete.json"))
+
+
+def test_an_empty_split_is_named(tmp_path, pile):
+    (pile / "val.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "  "}\n{"text": ""}\n'))
+    with pytest.raises(ValueError, match=r"The validation split of local-pile-\w+ has no document.*give it at least one"):
+        load_corpus(str(pile))
+
+
+@pytest.mark.parametrize("name, damage, facts", [
+    ("val.jsonl.gz", lambda good: good, ["val.jsonl.gz is a damaged or cut-short gzip file", "BadGzipFile"]),
+    ("val.jsonl.gz", lambda good: gzip.compress(good)[:200], ["val.jsonl.gz is a damaged or cut-short gzip file", "EOFError"]),
+    ("val.jsonl.zst", lambda good: b"not zstandard at all\n", ["val.jsonl.zst is a damaged or cut-short zstandard file"]),
+    ("val.jsonl", lambda good: good + b'{"text": "caf\xe9"}\n', ["val.jsonl, line 21: not UTF-8", "iconv"]),
+])
+def test_a_file_that_cannot_be_read_names_itself_and_the_remedy(tmp_path, pile, name, damage, facts):
+    good = zstandard.ZstdDecompressor().decompress((pile / "val.jsonl.zst").read_bytes())
+    (pile / "val.jsonl.zst").unlink()
+    (pile / name).write_bytes(damage(good))
+    with pytest.raises(ValueError) as error:
+        load_corpus(str(pile))
+    message = str(error.value)
+    assert all(fact in message for fact in facts), message
+    assert "codec" not in message and not list((tmp_path / "data" / "corpora").glob("*/complete.json"))
 
 
 def test_the_experiments_run_on_it(tmp_path, pile, gpt2_like):
