@@ -13,11 +13,13 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent
 STAGE, OUT = ROOT / "_proc" / "site", ROOT / "_docs"
-CHAPTERS, EXPERIMENTS = sorted((ROOT / "nbs").glob("[0-9][0-9]_*.ipynb")), sorted((ROOT / "figures" / "notebooks").glob("*.ipynb"))
+CHAPTERS = sorted((ROOT / "nbs").glob("[0-9][0-9]_*.ipynb"))  # the library, one module each
+EXPERIMENTS = sorted((ROOT / "figures" / "notebooks").glob("*.ipynb"))  # executed by the runner, in the paper's order
 DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell directives (any spacing)
 # nbdev/Quarto front matter in a title cell (`- skip_exec: true`): settings for a renderer, not text for a reader
 FRONT_MATTER = re.compile(r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M)
 WIDGET = "application/vnd.jupyter.widget-view+json"
+NAVIGATION = "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"  # the reader's order: set-up, the paper, the code
 
 
 def directives(cell) -> dict[str, str]:
@@ -26,6 +28,7 @@ def directives(cell) -> dict[str, str]:
 
 
 def without_directives(source: str) -> str:
+    "A code cell's source as a reader sees it in nbdev's docs: without its directive lines."
     return "\n".join(l for l in source.splitlines() if not DIRECTIVE.match(l.strip())).strip("\n")
 
 
@@ -42,7 +45,8 @@ def static_outputs(outputs: list) -> list:
 
 
 def show_doc_markdown(obj, name: str, level: int) -> str:
-    """nbdev's show_doc of `obj` as markdown: signature, docstring, parameter table (the source link, to a host, dropped).
+    """nbdev's show_doc of `obj` as markdown: signature, docstring, parameter table; its link to the source on the code
+    host of settings.ini is dropped (the site stands alone).
     An annotation naming a type imported only for type checkers cannot be evaluated: then the signature is shown as
     written, with the docstring."""
     from nbdev.showdoc import show_doc
@@ -179,21 +183,17 @@ def claim_section(heading: str, body: str) -> str:
 
 
 def readme_pages(readme: str) -> dict[str, str]:
-    """The home page (the paper's claim, then the README's results, claim by claim, each linked to its experiment)
-    and the set-up page (the README's set-up, and the cpu profile with its budget)."""
+    """The home page (the paper's claim, then the README's results, claim by claim, each linked to its experiment,
+    and the site's navigation) and the set-up page (the README's set-up, and the cpu profile with its budget)."""
     top = sections(readme, 2)
-    intro, chapters = top[0][1], dict(top[1:])
-    results_heading = next(h for h, _ in top if h.startswith("Results"))
-    results = sections(chapters[results_heading], 3)
-    budget = [(h, b) for h, b in results[1:] if h.startswith("Budget")]
-    claims = [(h, b) for h, b in results[1:] if not h.startswith("Budget")]
-    title = re.match(r"# (.+)", readme)[1]
-    home = (f"# {title}\n\n{intro.split(chr(10), 1)[1].strip() if intro.startswith('# ') else intro}\n\n"
-            f"What the cpu profile reproduces, claim by claim; the recipe and its budget are under "
-            f"[Set-up and profiles](setup.md#the-cpu-profile).\n\n" + "\n".join(claim_section(*c) for c in claims))
-    setup = "# Set-up and profiles\n\n" + "\n\n".join(f"## {h}\n\n{b}" for h, b in top[1:] if h != results_heading)
-    setup += f"\n\n## The cpu profile\n\n{results[0][1]}\n\n" + "\n\n".join(f"### {h}\n\n{b}" for h, b in budget)
-    return {"index.md": home, "setup.md": site_links(setup)}
+    title, intro = re.match(r"# (.+?)\n+(.*)", top[0][1], re.S).groups()
+    (_, recipe), *results = sections(next(b for h, b in top if h.startswith("Results")), 3)
+    claims = [claim_section(h, b) for h, b in results if not h.startswith("Budget")]
+    home = [f"# {title}", intro, "What the cpu profile reproduces, claim by claim; the recipe and its budget are under "
+            "[Set-up and profiles](setup.md#the-cpu-profile).", *claims, NAVIGATION]
+    setup = ["# Set-up and profiles", *(f"## {h}\n\n{b}" for h, b in top[1:] if not h.startswith("Results")),
+             f"## The cpu profile\n\n{recipe}", *(f"### {h}\n\n{b}" for h, b in results if h.startswith("Budget"))]
+    return {"index.md": "\n\n".join(home), "setup.md": site_links("\n\n".join(setup))}
 
 
 def stage():
@@ -208,8 +208,6 @@ def stage():
         shutil.copy2(table, STAGE / "data" / table.name)
     for name, text in readme_pages(readme).items():
         (STAGE / name).write_text(text, encoding="utf-8")
-    toc = "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"
-    (STAGE / "index.md").write_text((STAGE / "index.md").read_text() + "\n" + toc, encoding="utf-8")
     for path in EXPERIMENTS:
         stage_experiment(path, STAGE / "experiments" / path.name)
     for path in CHAPTERS:
