@@ -50,14 +50,18 @@ def free_port() -> int:
 
 @pytest.fixture
 def jupyterlab(tmp_path):
-    "JupyterLab serving `tmp_path` on 127.0.0.1, with its own settings and workspaces: its base URL."
+    "JupyterLab serving `tmp_path` on 127.0.0.1, with its own settings, workspaces and project kernel: its base URL."
+    from ipykernel.kernelspec import install
     port = free_port()
     home = tmp_path / "home"
-    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime")}
+    install(kernel_name="python3", display_name="python3", prefix=str(home))  # the kernel `make setup` installs
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "JUPYTER_PATH": str(home / "share" / "jupyter")}
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--port={port}", "--ip=127.0.0.1", "--ServerApp.token=",
          "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={tmp_path}",
-         f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}"],
+         f"--LabApp.user_settings_dir={home / 'settings'}", f"--LabApp.workspaces_dir={home / 'workspaces'}",
+         "--LabApp.expose_app_in_browser=True"],  # window.jupyterapp: the test asks the notebook's model itself
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/"
     for _ in range(240):
@@ -72,14 +76,25 @@ def jupyterlab(tmp_path):
     server.wait(timeout=30)
 
 
+# Once the kernel has answered (kernel.info), JupyterLab writes its language_info into the notebook's metadata: a
+# notebook storing anything else is then modified (model.dirty), as the tab's dot shows and closing it asks to save
+DIRTY_ONCE_KERNEL_ANSWERED = """async () => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    await panel.context.ready;
+    await panel.sessionContext.ready;
+    await panel.sessionContext.session.kernel.info;
+    await new Promise(resolve => setTimeout(resolve, 1000));  // the metadata handlers chained on kernel.info run
+    return panel.context.model.dirty;
+}"""
+
+
 def opened_in_jupyterlab(browser, url: str, name: str) -> bool:
-    "Open notebook `name` in JupyterLab, wait for its kernel to start and settle; whether its tab is marked modified."
+    "Open notebook `name` in JupyterLab and let its kernel start and answer: whether the notebook is now modified."
     page = browser.new_page()
     page.goto(f"{url}lab/tree/{name}")
-    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-Cell", timeout=60_000)
-    page.wait_for_selector(".jp-NotebookPanel [data-status='idle']", timeout=60_000)  # the kernel has answered
-    page.wait_for_timeout(2_000)  # JupyterLab writes the kernel's language_info once it has its info
-    dirty = page.locator(".lm-TabBar-tab.jp-mod-dirty").count() > 0
+    page.wait_for_function(f"window.jupyterapp?.shell.currentWidget?.context?.path === {json.dumps(name)}",
+                           timeout=120_000)
+    dirty = page.evaluate(DIRTY_ONCE_KERNEL_ANSWERED)
     page.close()
     return dirty
 

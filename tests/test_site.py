@@ -2,9 +2,8 @@
 
 Needs the `docs` extra (Sphinx, MyST-NB, Playwright) and Debian's `chromium`; `make docs-test` installs both and runs
 this file. Without them the browser tests are skipped, with the reason; the tests of how pages are staged from the
-notebooks and the README run everywhere. The site is built first unless `_docs/` is newer
-than everything it is built from."""
-import functools, http.server, importlib.util, os, re, shutil, sys, threading
+notebooks and the README run everywhere. The site is built first unless `_docs/` is newer than all it is built from."""
+import functools, http.server, importlib.util, os, re, shutil, threading
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
