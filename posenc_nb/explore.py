@@ -56,7 +56,7 @@ def shuffle_order(text, seed: int = 0) -> list[int]:
 
 def token_label(label: str) -> str:
     "A tick label for a token: a space token (byte-level BPE's `Ġ`) shown as the visible space `␣`."
-    return re.sub("Ġ", "␣", label) if re.fullmatch("Ġ+", label) else label
+    return "␣" * len(label) if re.fullmatch("Ġ+", label) else label
 
 
 class ShuffledPair(NamedTuple):
