@@ -1,13 +1,14 @@
 # Two entry points, each installs what it needs on a fresh machine:
 #   make reproduce   the main job: every experiment notebook on the offline corpus, cpu profile
 #   make test        nbdev_test over the notebooks, pytest tests/, and the export check
+# and the companion site: make docs (into _docs/), make docs-test (the site in headless Chromium)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PROFILE ?= cpu
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup data test check-export nbtest pytest reproduce clean-runs
+.PHONY: setup data test check-export nbtest pytest reproduce clean-runs docs-setup docs chromium docs-test notebook-metadata
 
 setup: $(VENV)/.installed
 
@@ -16,8 +17,8 @@ $(VENV)/.installed: settings.ini setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
-	# nbdev_clean stores the kernel's display name as "python3": give the kernel that name, so JupyterLab opens a
-	# notebook without rewriting its metadata (and asking to save on close)
+	# nbdev_clean stores the kernel's display name as "python3": give the kernel that name, so the kernelspec
+	# JupyterLab writes into a notebook it opens is the one stored (language_info: see notebook-metadata)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name python3 >/dev/null
 	touch $@
 
@@ -34,7 +35,10 @@ check-export: setup
 nbtest: setup data
 	$(BIN)/nbdev_test --do_print --timing
 
-pytest: setup data
+# Where Chromium is installed, the site's browser test (tests/test_site.py) runs too, with the docs extra it needs.
+CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
+
+pytest: setup data $(if $(CHROMIUM),docs-setup)
 	$(BIN)/python -m pytest -q tests
 
 test: check-export nbtest pytest
@@ -44,3 +48,27 @@ reproduce: setup data
 
 clean-runs:
 	rm -rf runs
+
+# JupyterLab writes its kernel's language_info into every notebook it opens; nbdev_clean keeps it (settings.ini,
+# allowed_metadata_keys). Writing it once into every notebook under nbs/ lets them open unmodified.
+notebook-metadata: setup
+	$(BIN)/python nbs/_site/kernel_metadata.py
+
+docs-setup: $(VENV)/.docs-installed
+
+$(VENV)/.docs-installed: $(VENV)/.installed settings.ini setup.py
+	$(BIN)/python -m pip install --quiet -e ".[docs]"
+	touch $@
+
+# The site, from the committed notebooks and README; nothing is executed. Serve it: python -m http.server -d _docs
+docs: docs-setup
+	$(BIN)/python nbs/_site/build.py
+
+# Debian's Chromium, driven by Playwright (Playwright's own browser download needs a host outside the registries)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+chromium:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+
+docs-test: docs chromium
+	$(BIN)/python -m pytest -q tests/test_site.py

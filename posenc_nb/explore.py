@@ -4,13 +4,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import NamedTuple
 
 import ipywidgets as widgets
 import matplotlib.pyplot as plt
 import numpy as np
-from fastcore.basics import patch
 from IPython import get_ipython
 from IPython.display import display
 
@@ -20,8 +20,9 @@ from .checkpoint import Run, load_run, read_meta, runs_dir
 from .plots import add_caption, new_figure
 
 # %% auto #0
-__all__ = ['DEFAULT_SENTENCE', 'find_runs', 'run_label', 'as_run', 'shuffle_order', 'ShuffledPair', 'shuffled_pair',
-           'gap_message', 'plot_shuffled_pair', 'explorer_view', 'has_frontend', 'AttentionExplorer', 'explore']
+__all__ = ['DEFAULT_SENTENCE', 'find_runs', 'run_label', 'as_run', 'shuffle_order', 'token_label', 'ShuffledPair',
+           'shuffled_pair', 'gap_message', 'plot_shuffled_pair', 'explorer_view', 'has_frontend', 'AttentionExplorer',
+           'explore']
 
 # %% ../nbs/17_explore.ipynb #9224caaa
 def find_runs(root=None) -> list[Path]:
@@ -53,6 +54,11 @@ def shuffle_order(text, seed: int = 0) -> list[int]:
     return [int(i) for i in (np.roll(order, 1) if n > 1 and (order == np.arange(n)).all() else order)]
 
 
+def token_label(label: str) -> str:
+    "A tick label for a token: a space token (byte-level BPE's `Ġ`) shown as the visible space `␣`."
+    return "␣" * len(label) if re.fullmatch("Ġ+", label) else label
+
+
 class ShuffledPair(NamedTuple):
     "One head's attention map for a sentence and for a shuffle of its words, and how far apart they are."
 
@@ -68,12 +74,16 @@ def shuffled_pair(run, text, layer: int = 1, head: int = 0, seed: int = 0) -> Sh
     run = as_run(run)
     model, tokenizer = run.model, run.tokenizer
     layer, head, order = check_attention_layer(model, layer), check_head(model, head), shuffle_order(text, seed)
+    if len(order) < 2:
+        raise ValueError(f"{' '.join(as_words(text))!r} is one word, and one word has only one order: "
+                         "type two words or more to compare their orders")
     ids, labels, counts = encode_words(model, tokenizer, text)
     shuffled_ids, shuffled_labels, _ = encode_words(model, tokenizer, shuffle_words(text, order))
     original, shuffled = (all_attention(model, i)[layer - 1, head] for i in (ids, shuffled_ids))
     perm = token_order(counts, order)
     gap = (shuffled - original[perm][:, perm]).abs().max().item()
-    return ShuffledPair(AttentionMap(labels, original, layer, head), AttentionMap(shuffled_labels, shuffled, layer, head),
+    return ShuffledPair(AttentionMap([token_label(l) for l in labels], original, layer, head),
+                        AttentionMap([token_label(l) for l in shuffled_labels], shuffled, layer, head),
                         order, gap, permutation_gap(model, tokenizer, text, order))
 
 # %% ../nbs/17_explore.ipynb #3fd7c90c
@@ -85,10 +95,13 @@ def gap_message(pair: ShuffledPair, name: str) -> str:
 
 
 def plot_shuffled_pair(pair: ShuffledPair, caption: str | None = None):
-    "The two maps of `pair` side by side, the gap in the title."
-    fig, (left, right) = new_figure(1, 2, panel_size=(3.6, 3.4))
+    "The two maps of `pair` side by side, the gap in the title; the panels grow with the tokens, one label each."
+    side = max(3.6, 1.6 + 0.16 * len(pair.original.tokens))  # 0.16 in a token: 8-point labels never touch
+    fig, (left, right) = new_figure(1, 2, panel_size=(side, side))
     plot_attention(pair.original, left, title="original")
-    plot_attention(pair.shuffled, right, title=f"shuffled (order {pair.order})")
+    plot_attention(pair.shuffled, right, title="shuffled")
+    for ax in (left, right):
+        ax.tick_params(labelsize=8)
     fig.suptitle(f"layer {pair.original.layer}, head {pair.original.head}: permutation gap {pair.gap:.3g}")
     if caption:
         add_caption(fig, caption)
@@ -100,8 +113,9 @@ def explorer_view(run, text, layer: int = 1, head: int = 0, seed: int = 0):
     run = as_run(run)
     pair = shuffled_pair(run, text, layer, head, seed)
     cfg = run.config
-    fig = plot_shuffled_pair(pair, caption=f"run {run.name} · corpus {cfg.corpus} · step {run.step} · seed {cfg.seed}")
-    return fig, gap_message(pair, run.name), pair
+    caption = (f"run {run.name} · corpus {cfg.corpus} · step {run.step} · trained with seed {cfg.seed} · "
+               f"words shuffled with seed {seed} into order {pair.order}")
+    return plot_shuffled_pair(pair, caption), gap_message(pair, run.name), pair
 
 # %% ../nbs/17_explore.ipynb #9ef66e35
 def has_frontend(shell=None, environ=None) -> bool:
@@ -117,8 +131,9 @@ class AttentionExplorer(widgets.VBox):
     def __init__(self, runs: dict, text: str, layer: int = 1, head: int = 0, seed: int = 0):
         self.runs, self.seed, self.view = dict(runs), seed, None
         self.run_menu = widgets.Dropdown(options=list(self.runs), description="run", layout={"width": "60%"})
-        self.layer_box = widgets.BoundedIntText(value=layer, min=1, max=10**6, description="layer")
-        self.head_box = widgets.BoundedIntText(value=head, min=0, max=10**6, description="head")
+        # unbounded boxes: a layer or head the run lacks is reported, never clamped to one it has
+        self.layer_box = widgets.IntText(value=layer, description="layer")
+        self.head_box = widgets.IntText(value=head, description="head")
         self.text_box = widgets.Text(value=text, description="sentence", continuous_update=False, layout={"width": "60%"})
         self.reshuffle_button = widgets.Button(description="reshuffle", icon="random")
         self.output = widgets.Output()
@@ -129,32 +144,27 @@ class AttentionExplorer(widgets.VBox):
         self.reshuffle_button.on_click(lambda button: self.reshuffle())
         self.redraw()
 
-# %% ../nbs/17_explore.ipynb #93137fde
-@patch
-def redraw(self: AttentionExplorer):
-    "Load the chosen run, fit the layer and head limits to it, and show its view (or why there is none)."
-    label = self.run_menu.value
-    self.runs[label] = run = as_run(self.runs[label])
-    self.layer_box.max, self.head_box.max = run.model.config.n_layer, run.model.config.n_head - 1
-    with self.output:
-        self.output.clear_output(wait=True)
-        try:
-            fig, message, pair = explorer_view(run, self.text_box.value, self.layer_box.value, self.head_box.value, self.seed)
-        except ValueError as e:
-            self.view = None
-            print(e)
-            return
-        self.view = dict(run=label, pair=pair, message=message)
-        display(fig)
-        plt.close(fig)  # shown once, here; not again by the inline backend
-        print(message)
+    def redraw(self):
+        "Load the chosen run and show its view, or the reason there is none."
+        label = self.run_menu.value
+        self.runs[label] = run = as_run(self.runs[label])
+        with self.output:
+            self.output.clear_output(wait=True)
+            try:
+                fig, message, pair = explorer_view(run, self.text_box.value, self.layer_box.value, self.head_box.value,
+                                                   self.seed)
+            except ValueError as e:
+                self.view = dict(run=label, error=str(e))
+                return print(e)
+            self.view = dict(run=label, pair=pair, message=message)
+            display(fig)
+            plt.close(fig)  # shown once, here; not again by the inline backend
+            print(message)
 
-
-@patch
-def reshuffle(self: AttentionExplorer):
-    "Draw another order of the words."
-    self.seed += 1
-    self.redraw()
+    def reshuffle(self):
+        "Draw another order of the words."
+        self.seed += 1
+        self.redraw()
 
 # %% ../nbs/17_explore.ipynb #6af548f9
 DEFAULT_SENTENCE = "The cat sat on the mat"

@@ -1,0 +1,249 @@
+"""Build the companion site: stage pages from the committed notebooks and README into `_proc/site/`, then render them
+with Sphinx and MyST-NB into `_docs/`. Nothing is executed: pages show the outputs the notebooks were committed with.
+
+    python nbs/_site/build.py          # what `make docs` runs; serve with `python -m http.server -d _docs`
+"""
+from __future__ import annotations
+
+import ast, importlib, inspect, re, shutil, sys, time
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
+SITE = Path(__file__).resolve().parent
+STAGE, OUT = ROOT / "_proc" / "site", ROOT / "_docs"
+CHAPTERS = sorted((ROOT / "nbs").glob("[0-9][0-9]_*.ipynb"))  # the library, one module each
+EXPERIMENTS = sorted((ROOT / "figures" / "notebooks").glob("*.ipynb"))  # executed by the runner, in the paper's order
+DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell directives (any spacing)
+# nbdev/Quarto front matter in a title cell (`- skip_exec: true`): settings for a renderer, not text for a reader
+FRONT_MATTER = re.compile(r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M)
+WIDGET = "application/vnd.jupyter.widget-view+json"
+NAVIGATION = "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"  # the reader's order: set-up, the paper, the code
+
+
+def directives(cell) -> dict[str, str]:
+    "The nbdev directives of a code cell, `{name: arguments}`."
+    return {m[1]: m[2].strip() for line in cell.source.splitlines() if (m := DIRECTIVE.match(line.strip()))}
+
+
+def without_directives(source: str) -> str:
+    "A code cell's source as a reader sees it in nbdev's docs: without its directive lines."
+    return "\n".join(l for l in source.splitlines() if not DIRECTIVE.match(l.strip())).strip("\n")
+
+
+def tidy_title(cell):
+    "Drop front-matter lines from a notebook's title cell: they configure a renderer, the reader never sees them."
+    if cell.cell_type == "markdown" and cell.source.lstrip().startswith("# "):
+        cell.source = FRONT_MATTER.sub("", cell.source)
+
+
+def static_outputs(outputs: list) -> list:
+    """Outputs a static page can show. A widget view without its saved state is an empty box outside a live kernel
+    (its text fallback is a progress bar's first frame), so it is left out."""
+    return [o for o in outputs if WIDGET not in o.get("data", {})]
+
+
+def show_doc_markdown(obj, name: str, level: int) -> str:
+    """nbdev's show_doc of `obj` as markdown: signature, docstring, parameter table; its link to the source on the code
+    host of settings.ini is dropped (the site stands alone).
+    An annotation naming a type imported only for type checkers cannot be evaluated: then the signature is shown as
+    written, with the docstring."""
+    from nbdev.showdoc import show_doc
+    try:
+        md = show_doc(obj, name=name, title_level=level)._repr_markdown_()
+    except (NameError, OSError):  # OSError: no source to read parameter comments from
+        kind = "class" if isinstance(obj, type) else "def"
+        md = (f"---\n\n{'#' * level} {name}\n\n```python\n{kind} {name.split('.')[-1]}{inspect.signature(obj)}\n```\n\n"
+              f"*{inspect.getdoc(obj) or ''}*")
+    return re.sub(r"^\[source\]\(.*\)\{.*\}\n", "", md, flags=re.M)
+
+
+def documented(source: str, module) -> list[tuple[object, str, int]]:
+    """What nbdev's docs show after an exported cell: its public functions and classes (and a class's own public
+    methods), and functions attached to a class with `@patch`, as `(object, name, heading level)`."""
+    found, public = [], set(getattr(module, "__all__", []))
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in public:
+            found.append((getattr(module, node.name), node.name, 3))
+            if isinstance(node, ast.ClassDef):
+                cls = getattr(module, node.name)
+                found += [(getattr(cls, m.name), f"{node.name}.{m.name}", 4) for m in node.body
+                          if isinstance(m, ast.FunctionDef) and not m.name.startswith("_")]
+        elif isinstance(node, ast.FunctionDef) and any(ast.unparse(d) == "patch" for d in node.decorator_list):
+            owner = ast.unparse(node.args.args[0].annotation)
+            found.append((getattr(getattr(module, owner), node.name), f"{owner}.{node.name}", 4))
+    return found
+
+
+def stage_chapter(src: Path, dst: Path):
+    """A library chapter as nbdev's docs show it: hidden cells and directives gone, each exported cell folded away and
+    followed by the API of what it defines (nbdev's show_doc, from the imported module: nothing is executed)."""
+    nb = nbformat.read(src, as_version=4)
+    module, cells = None, []
+    for cell in nb.cells:
+        tidy_title(cell)
+        if cell.cell_type != "code":
+            cells.append(cell)
+            continue
+        flags = directives(cell)
+        if "default_exp" in flags:
+            module = importlib.import_module(f"posenc_nb.{flags['default_exp']}")
+        if "default_exp" in flags or "hide" in flags or "hide" in cell.metadata.get("tags", []):
+            continue
+        cell.source, cell.outputs = without_directives(cell.source), static_outputs(cell.outputs)
+        cells.append(cell)
+        if "export" in flags and module is not None:
+            cell.metadata["tags"] = [*cell.metadata.get("tags", []), "hide-input"]
+            docs = [show_doc_markdown(*d) for d in documented(cell.source, module)]
+            if docs:
+                cells.append(nbformat.v4.new_markdown_cell("\n\n".join(docs)))
+    nb.cells = cells
+    nbformat.write(nb, dst)
+
+
+def stage_experiment(src: Path, dst: Path):
+    "An executed experiment notebook, as the runner kept it, less what a static page cannot show."
+    nb = nbformat.read(src, as_version=4)
+    for cell in nb.cells:
+        tidy_title(cell)
+        if cell.cell_type == "markdown":  # a link to an executed copy, from its source's folder, is a link to a page
+            cell.source = re.sub(r"\]\((?:\.\./)*figures/notebooks/([\w-]+\.ipynb)\)", r"](\1)", cell.source)
+        else:
+            cell.outputs = static_outputs(cell.outputs)
+    nbformat.write(nb, dst)
+
+
+def title_and_summary(path: Path) -> tuple[str, str]:
+    "A notebook's `# title` and its `> summary` line."
+    first = next(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    title = re.search(r"^# (.+)$", first, re.M)
+    summary = re.search(r"^> (.+)$", first, re.M)
+    return (title[1] if title else path.stem), (summary[1] if summary else "")
+
+
+def index_page(title: str, intro: str, folder: str, notebooks: list[Path]) -> str:
+    "A section's page: its notebooks listed with their summaries, and the toctree that puts them in the navigation."
+    rows = "\n".join(f"- [{path.stem[:2]} · {name}]({folder}/{path.name}): {summary}"
+                     for path in notebooks for name, summary in [title_and_summary(path)])
+    toc = "\n".join(f"{folder}/{path.stem}" for path in notebooks)
+    return f"# {title}\n\n{intro}\n\n{rows}\n\n```{{toctree}}\n:hidden:\n\n{toc}\n```\n"
+
+
+def sections(markdown: str, level: int) -> list[tuple[str, str]]:
+    "`markdown` cut at its headings of `level` (outside code blocks): `[(heading, body)]`, the text before as `('', ...)`."
+    parts, heading, lines, fenced = [], "", [], False
+    for line in markdown.splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and line.startswith("#" * level + " "):
+            parts.append((heading, "\n".join(lines).strip()))
+            heading, lines = line[level + 1:].strip(), []
+        else:
+            lines.append(line)
+    return parts + [(heading, "\n".join(lines).strip())]
+
+
+def site_links(markdown: str) -> str:
+    "The README's links to the executed notebooks and CSVs, pointed at their pages and copies on the site."
+    markdown = re.sub(r"\]\(figures/notebooks/?\)", "](experiments.md)", markdown)
+    markdown = re.sub(r"\]\(figures/notebooks/([\w-]+)\.ipynb\)", r"](experiments/\1.ipynb)", markdown)
+    return re.sub(r"\]\(figures/([\w-]+\.csv)\)", r"](data/\1)", markdown)
+
+
+def named_files(heading: str) -> list[str]:
+    "The files a results heading names in backticks, globs expanded against `figures/`."
+    names = re.findall(r"`([^`]+\.(?:csv|png|ipynb))`", heading)
+    return [p.name for n in names for p in (sorted((ROOT / "figures").glob(n)) if "*" in n else [Path(n)])]
+
+
+def experiment_of(heading: str) -> Path:
+    "The executed experiment notebook that writes the files a results heading names (the one naming most of them)."
+    names = named_files(heading)
+    if direct := [p for p in EXPERIMENTS if p.name in names]:
+        return direct[0]
+    texts = {p: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells) for p in EXPERIMENTS}
+    score = {p: sum(n in text for n in names) for p, text in texts.items()}
+    best = max(EXPERIMENTS, key=score.get, default=None)
+    if best is None or score[best] == 0:
+        raise ValueError(f"README results section {heading!r} names no file an experiment notebook in "
+                         "figures/notebooks/ writes: name its figure or CSV in the heading, in backticks")
+    return best
+
+
+def claim_section(heading: str, body: str) -> str:
+    "One results section of the README on the home page: its verdicts, figure and tables, linked to its experiment."
+    experiment = experiment_of(heading)
+    name, _ = title_and_summary(experiment)
+    data = [n for n in named_files(heading) if n.endswith(".csv") and (ROOT / "figures" / n).is_file()]
+    links = f"Experiment: [{experiment.stem[:2]} · {name}](experiments/{experiment.name})"
+    if data:
+        links += " · data: " + ", ".join(f"[{n}](data/{n})" for n in data)
+    title = re.sub(r"\s*\(`.*$", "", heading)
+    return f"## {title}\n\n{links}\n\n{site_links(body)}\n"
+
+
+def readme_pages(readme: str) -> dict[str, str]:
+    """The home page (the paper's claim, then the README's results, claim by claim, each linked to its experiment,
+    and the site's navigation) and the set-up page (the README's set-up, and the cpu profile with its budget)."""
+    top = sections(readme, 2)
+    title, intro = re.match(r"# (.+?)\n+(.*)", top[0][1], re.S).groups()
+    (_, recipe), *results = sections(next(b for h, b in top if h.startswith("Results")), 3)
+    claims = [claim_section(h, b) for h, b in results if not h.startswith("Budget")]
+    home = [f"# {title}", intro, "What the cpu profile reproduces, claim by claim; the recipe and its budget are under "
+            "[Set-up and profiles](setup.md#the-cpu-profile).", *claims, NAVIGATION]
+    setup = ["# Set-up and profiles", *(f"## {h}\n\n{b}" for h, b in top[1:] if not h.startswith("Results")),
+             f"## The cpu profile\n\n{recipe}", *(f"### {h}\n\n{b}" for h, b in results if h.startswith("Budget"))]
+    return {"index.md": "\n\n".join(home), "setup.md": site_links("\n\n".join(setup))}
+
+
+def stage():
+    "Write every page's source into `_proc/site/` (emptied first)."
+    shutil.rmtree(STAGE, ignore_errors=True)
+    for folder in ("library", "experiments", "figures", "data"):
+        (STAGE / folder).mkdir(parents=True)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for image in set(re.findall(r"\]\(figures/([\w-]+\.png)\)", readme)):
+        shutil.copy2(ROOT / "figures" / image, STAGE / "figures" / image)
+    for table in (ROOT / "figures").glob("*.csv"):
+        shutil.copy2(table, STAGE / "data" / table.name)
+    for name, text in readme_pages(readme).items():
+        (STAGE / name).write_text(text, encoding="utf-8")
+    for path in EXPERIMENTS:
+        stage_experiment(path, STAGE / "experiments" / path.name)
+    for path in CHAPTERS:
+        stage_chapter(path, STAGE / "library" / path.name)
+    (STAGE / "experiments.md").write_text(index_page(
+        "Experiments", "One notebook per figure or table of the paper, in the paper's order, as `posenc-reproduce "
+        "--profile cpu` executed it: its figures, tables and verdicts.", "experiments", EXPERIMENTS), encoding="utf-8")
+    (STAGE / "library.md").write_text(index_page(
+        "Library", "The chapters of `posenc_nb`, each one module, with its examples' committed outputs and the API of "
+        "what it exports.", "library", CHAPTERS), encoding="utf-8")
+
+
+def stale() -> bool:
+    "Whether `_docs/` is missing or older than anything it is built from."
+    built = OUT / "index.html"
+    sources = [ROOT / "README.md", *(p for p in SITE.iterdir() if p.is_file()), *CHAPTERS, *EXPERIMENTS,
+               *(ROOT / "figures").glob("*.csv"), *(ROOT / "figures").glob("*.png")]
+    return not built.is_file() or max(p.stat().st_mtime for p in sources) > built.stat().st_mtime
+
+
+def main(argv=None) -> int:
+    "Stage the pages, build them, and put the site in `_docs/`; Sphinx's exit status."
+    from sphinx.cmd.build import build_main
+    start = time.perf_counter()
+    stage()
+    # Built beside the stage, then moved: MyST-NB writes its image files next to the build folder, not in it
+    html = STAGE.parent / "html"
+    shutil.rmtree(html, ignore_errors=True)
+    status = build_main(["-b", "html", "-q", "-j", "auto", "-c", str(SITE), "-d", str(STAGE.parent / "doctrees"),
+                         str(STAGE), str(html), *(argv or [])])
+    if status == 0:
+        shutil.rmtree(OUT, ignore_errors=True)
+        shutil.move(html, OUT)
+        print(f"site built in {time.perf_counter() - start:.0f} s: _docs/ (serve it with python -m http.server -d _docs)")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
