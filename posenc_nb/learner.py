@@ -20,7 +20,8 @@ from torch.nn.parallel import DistributedDataParallel
 from .checkpoint import load_optimizer, load_weights
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
-from .tokens import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch, special_ids, tokenizer_of, tokens_of
+from .tokens import (_DROPOUT, _EVAL, IGNORE, SpecialIds, derived_seed, lm_batch, special_ids, tokenizer_of,
+                              tokens_of)
 
 # %% auto #0
 __all__ = ['lr_at', 'make_optimizer', 'summed_loss', 'accumulate_gradients', 'clipped_update', 'validation_loss', 'Processes',
@@ -137,7 +138,7 @@ class Processes:
             dist.destroy_process_group()
 
 # %% ../nbs/06a_learner.ipynb #3901aeaa
-def _token_streams(cfg: TrainConfig, progress: bool) -> list:
+def _token_streams(cfg: TrainConfig, progress: bool) -> tuple[list, SpecialIds]:
     """The train and validation tokens of `cfg` and where its tokenizer keeps the special tokens; `ConfigError` unless the
     model's vocabulary holds the tokenizer's and each split holds a window of `seq_len + 1` tokens."""
     tokenizer = tokenizer_of(cfg)
