@@ -1,4 +1,5 @@
-"""Bad input to the analysis modules (evaluate, probe, attention, plots): each gets a ValueError carrying the facts at fault.
+"""Bad input to the analysis modules (evaluate, probe, attention, plots; their checks in posenc_nb.checks): each gets a
+ValueError carrying the facts at fault.
 
 Errors are checked by type and by the facts their message must carry (the offending value, the argument, the limit),
 not by their wording. What a chapter's examples already check (nbs/09_evaluate .. nbs/11_attention, nbs/08_plots) is
@@ -95,6 +96,15 @@ def test_empty_split(name, models):
 def test_empty_split_masked(models):
     with pytest.raises(ValueError, match="empty"):
         masked_perplexity(models["mlm"], np.zeros(0, dtype=np.uint16), 8)
+
+
+def test_the_attention_direction_each_analysis_needs(models, tokens):
+    "A masked LM is refused by every next-token analysis and a causal LM by the masked one; each says which it needs."
+    t = small_tokens(tokens, models["nopos"].config.vocab_size)
+    for call in (lambda: perplexity_by_length(models["mlm"], t, [8]), lambda: loss_by_position(models["mlm"], t, 8),
+                 lambda: word_order_losses(models["mlm"], t, 8, n_samples=4)):
+        assert "causal=True" in error_message(call)
+    assert "causal=False" in error_message(lambda: masked_perplexity(models["nopos"], t, 8))
 
 
 def test_tokens_not_1d(models, tokens):

@@ -20,7 +20,7 @@ from safetensors.torch import load_file
 
 from posenc_nb.checkpoint import CheckpointError, read_meta, read_metrics
 from posenc_nb.config import TrainConfig
-from posenc_nb.train import Trainer, TrainingDiverged, train
+from posenc_nb.train import Trainer, TrainingDiverged, main, train
 
 POSENC_TRAIN = Path(sys.executable).parent / "posenc-train"
 TINY = dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, seq_len=32, batch_size=8, lr=3e-3, min_lr=3e-4,
@@ -87,6 +87,26 @@ def test_command_trains_then_says_finished(tmp_path):
     again = posenc_train("--config", config, "--out", out, "max_steps=6", "lr=2e-3")
     assert "finished training (6 steps)" in again.stdout
     assert snapshot(out) == before
+
+
+def test_overrides_anywhere_among_the_options(tmp_path, capsys):
+    "key=value pairs before, between and after the options, as a shell user types them."
+    out = tmp_path / "run"
+    keys = [f"{key}={value}" for key, value in TINY.items()]
+    assert main(["--no-progress", *keys[:4], "--out", str(out), *keys[4:], "max_steps=2", "--force"]) == 0, capsys.readouterr()
+    meta = read_meta(out)
+    assert meta["finished"] and meta["config"]["max_steps"] == 2 and meta["config"]["d_model"] == TINY["d_model"]
+
+
+def test_a_finished_run_is_reused_quietly_unless_verbose(tmp_path, capsys):
+    "Experiments ask with progress=False and print nothing; the command says what it reused, and where."
+    cfg = TrainConfig(**{**TINY, "max_steps": 2})
+    train(cfg, tmp_path / "run", progress=False)
+    capsys.readouterr()
+    train(cfg, tmp_path / "run", progress=False)
+    assert capsys.readouterr().out == ""
+    train(cfg, tmp_path / "run", progress=False, verbose=True)
+    assert f"{tmp_path / 'run'}: this config finished training (2 steps)" in capsys.readouterr().out
 
 
 def test_resume_after_sigkill_is_exact(tmp_path):
