@@ -27,7 +27,7 @@ from .encodings import ENCODINGS, PositionalEncoding
 from .model import ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
 from .profiles import PROFILES
-from .tokens import IGNORE, lm_batch
+from .batches import IGNORE, lm_batch
 from .train import Trainer
 from .utils import EXIT_STATUS, run_command, suggest
 

@@ -228,7 +228,7 @@ class TrainConfig:
     min_lr: float = 1e-4  # where the cosine decay ends
     warmup_steps: int = 20
     max_steps: int = 200  # optimizer steps
-    weight_decay: float = 0.01  # on weight matrices only (see `make_optimizer`)
+    weight_decay: float = 0.01  # on weight matrices only (see `posenc_nb.learner.make_optimizer`)
     betas: tuple[float, float] = (0.9, 0.95)
     grad_clip: float = 1.0  # max global gradient norm; 0 turns clipping off
     dropout: float = 0.0

@@ -17,15 +17,15 @@ from matplotlib.patches import Patch
 
 from .checks import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
 from .encodings import Learned
-from .tokens import IGNORE, SpecialIds, eval_windows, mask_for_mlm
+from .batches import IGNORE, eval_windows, mask_for_mlm
+from .special_tokens import SpecialIds
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .utils import frozen, model_device, positive_int
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'rows_per_batch', 'window_nll', 'perplexity_by_length',
            'plot_perplexity', 'masked_sequences', 'masked_perplexity', 'permuted_positions', 'loss_by_position',
-           'plot_loss_by_position', 'shuffle_prefix', 'word_order_losses', 'plot_word_order', 'seed_gap',
-           'format_mean_std']
+           'plot_loss_by_position', 'shuffle_prefix', 'word_order_losses', 'plot_word_order']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -291,31 +291,3 @@ def plot_word_order(df: pd.DataFrame, caption: str | None = None):
     if caption:
         add_caption(fig, caption)
     return fig
-
-# %% ../nbs/09_evaluate.ipynb #11b23c73
-def seed_gap(a, b, paired: bool = False) -> dict:
-    """mean(a) - mean(b) over seeds, the spread it must exceed and a verdict. Unpaired: std(a) + std(b); `paired` (the
-    same seeds in the same order on both sides): the std of the per-seed differences."""
-    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if a.size == 0 or b.size == 0:
-        raise ValueError(f"seed_gap needs a value per seed on both sides, got {a.size} and {b.size}")
-    if paired and a.size != b.size:
-        raise ValueError(f"paired seed_gap needs the same seeds on both sides, got {a.size} and {b.size} values")
-    gap = a.mean() - b.mean()
-    if min(a.size, b.size) < 2:
-        spread = math.nan
-    else:
-        spread = (a - b).std(ddof=1) if paired else a.std(ddof=1) + b.std(ddof=1)
-    real = bool(abs(gap) > spread)  # False when the spread is NaN
-    verdict = ("one seed: no spread to judge" if math.isnan(spread) else
-               f"{'beyond' if real else 'within'} the seed spread of {spread:.3g}")
-    return dict(gap=gap, spread=spread, real=real, verdict=verdict)
-
-# %% ../nbs/09_evaluate.ipynb #9a81726b
-def format_mean_std(summary: pd.DataFrame, value: str, digits: int = 2) -> pd.Series:
-    "Each row of a `seed_summary` table as text: 'mean ± std', or 'mean (1 seed)' where there is no spread."
-    if missing := [c for c in (f"{value}_mean", f"{value}_std", "n_seeds") if c not in summary.columns]:
-        raise ValueError(f"format_mean_std needs seed_summary's columns {missing} for {value!r}; the table has {list(summary.columns)}")
-    return pd.Series([f"{m:.{digits}f} ± {s:.{digits}f}" if n > 1 else f"{m:.{digits}f} (1 seed)"
-                      for m, s, n in zip(summary[f"{value}_mean"], summary[f"{value}_std"], summary["n_seeds"])],
-                     index=summary.index, name=value)

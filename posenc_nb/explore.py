@@ -14,8 +14,9 @@ import numpy as np
 from IPython import get_ipython
 from IPython.display import display
 
-from .attention import (AttentionMap, all_attention, as_words, check_attention_layer, check_head, encode_words,
-                                 permutation_gap, plot_attention, shuffle_words, token_order)
+from .attention import (AttentionMap, all_attention, as_words, encode_words, permutation_gap, plot_attention,
+                                 shuffle_words, token_order)
+from .checks import check_attention_layer, check_head
 from .checkpoint import Run, load_run, read_meta, runs_dir
 from .plots import add_caption, new_figure
 

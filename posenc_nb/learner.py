@@ -20,8 +20,9 @@ from torch.nn.parallel import DistributedDataParallel
 from .checkpoint import load_optimizer, load_weights
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
-from .tokens import (_DROPOUT, _EVAL, IGNORE, SpecialIds, derived_seed, lm_batch, special_ids, tokenizer_of,
-                              tokens_of)
+from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch
+from .special_tokens import SpecialIds
+from .tokens import special_ids, tokenizer_of, tokens_of
 
 # %% auto #0
 __all__ = ['lr_at', 'make_optimizer', 'summed_loss', 'accumulate_gradients', 'clipped_update', 'validation_loss', 'Processes',

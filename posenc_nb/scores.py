@@ -16,7 +16,8 @@ import torch
 
 from .checkpoint import Run
 from .config import TrainConfig
-from .evaluate import check_context_lengths, model_encoding, perplexity_by_length
+from .checks import check_context_lengths
+from .evaluate import model_encoding, perplexity_by_length
 from .tokens import load_tokens, tokens_of
 from .workers import map_side_by_side
 

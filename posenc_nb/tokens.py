@@ -18,7 +18,6 @@ from datasets import Dataset
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from tqdm import tqdm
 
-from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, eval_windows, lm_batch, mask_for_mlm  # train, evaluate and bench import these from here too
 from .config import ConfigError, TrainConfig, parse_overrides
 from .corpora import corpus_key, corpus_summary, load_corpus
 from .published_corpora import HUB_CORPORA, OFFLINE_CORPORA, SOURCES, SPLITS, data_dir

@@ -148,7 +148,7 @@ def _describe(error: Exception) -> str:
         return str(error)
     return f"unexpected {type(error).__name__}: {error}. Rerun with POSENC_DEBUG=1 for the traceback, and report it."
 
-
+# %% ../nbs/02_utils.ipynb #e6a78d9b
 def debugging() -> bool:
     "Whether `POSENC_DEBUG` asks for tracebacks: set to anything but empty or 0."
     return os.environ.get("POSENC_DEBUG", "").strip() not in ("", "0")
