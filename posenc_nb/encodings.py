@@ -8,20 +8,20 @@ from __future__ import annotations
 import math
 
 import torch
-from fastcore.basics import patch
+import torch.nn.functional as F
 from torch import nn
 
 from .utils import suggest
 
 # %% auto #0
-__all__ = ['ENCODINGS', 'ROPE_SCALINGS', 'YARN_RAMP', 'PositionalEncoding', 'signed_distances', 'register', 'get_encoding',
-           'NoPos', 'Learned', 'sinusoidal_table', 'Sinusoidal', 'RoPE', 'alibi_slopes', 'ALiBi', 't5_bucket', 'T5Bias',
-           'KerpleLog', 'FIRE', 'XPos']
+__all__ = ['ENCODINGS', 'SINUSOIDAL_TABLES', 'FAIRSEQ_FIRST_POSITION', 'ROPE_SCALINGS', 'PositionalEncoding', 'signed_distances',
+           'bias_matrix', 'register', 'get_encoding', 'NoPos', 'Learned', 'sinusoidal_table', 'Sinusoidal',
+           'rope_frequencies', 'RoPE', 'alibi_slopes', 'ALiBi', 't5_bucket', 'T5Bias', 'KerpleLog', 'piecewise_linear',
+           'FIRE', 'XPos', 'yarn']
 
 # %% ../nbs/00_encodings.ipynb #812af7a7
 class PositionalEncoding(nn.Module):
     "How position enters a transformer. Every hook defaults to 'not at all'."
-
     name = "base"
     label: str  # how tables and legends name it (each registered encoding declares its own)
     color: str  # its colour in every figure
@@ -32,6 +32,19 @@ class PositionalEncoding(nn.Module):
         super().__init__()
         self.d_model, self.n_head, self.max_len = d_model, n_head, max_len
         self.options = self.check_options(options)
+
+    @classmethod
+    def check_options(cls, options: dict) -> dict:
+        "The defaults, updated with `options`; ValueError for an option the encoding does not have or a value of another type."
+        checked = dict(cls.options)
+        for key, value in options.items():
+            if key not in cls.options:
+                raise ValueError(f"{cls.name} has no option {key!r}{suggest(key, cls.options)}; its options are: {', '.join(cls.options) or 'none'}")
+            number = isinstance(default := cls.options[key], float) and isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number and type(value) is not type(default):
+                raise ValueError(f"{cls.name} option {key!r} must be of type {type(default).__name__} (default {default!r}), got {value!r}")
+            checked[key] = float(value) if number else value
+        return checked
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         "Token embeddings `(B, T, d_model)` -> input of the first block."
@@ -45,29 +58,12 @@ class PositionalEncoding(nn.Module):
         "A bias depending on m - n alone: float32 `(n_head, 2T - 1)`, entry `T - 1 + d` for m - n = d; or `None`."
         return None
 
-    def attn_bias(self, T: int, causal: bool, device) -> torch.Tensor | None:
-        "Any other additive bias: float32 `(n_head, T, T)` indexed by query m and key n; or `None`."
+    def attn_bias(self, queries: range, keys: range, causal: bool, device) -> torch.Tensor | None:
+        "Any other bias, of query positions `queries` on key positions `keys`: a new float32 `(n_head, len(queries), len(keys))`; or `None`."
         return None
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in dict(d_model=self.d_model, n_head=self.n_head, max_len=self.max_len,
-                                                     **self.options).items())
-
-# %% ../nbs/00_encodings.ipynb #15b43127
-@patch(cls_method=True)
-def check_options(cls: PositionalEncoding, options: dict) -> dict:
-    "The defaults, updated with `options`; ValueError for an option the encoding does not have or a value of another type."
-    checked = dict(cls.options)
-    for key, value in options.items():
-        if key not in cls.options:
-            raise ValueError(f"{cls.name} has no option {key!r}{suggest(key, cls.options)}; "
-                             f"its options are: {', '.join(cls.options) or 'none'}")
-        default = cls.options[key]
-        number = isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not number and type(value) is not type(default):
-            raise ValueError(f"{cls.name} option {key!r} must be of type {type(default).__name__} (default {default!r}), got {value!r}")
-        checked[key] = float(value) if number else value
-    return checked
+        return ", ".join(f"{k}={v}" for k, v in dict(d_model=self.d_model, n_head=self.n_head, max_len=self.max_len, **self.options).items())
 
 # %% ../nbs/00_encodings.ipynb #0098d438
 def signed_distances(T: int, device=None) -> torch.Tensor:
@@ -75,12 +71,11 @@ def signed_distances(T: int, device=None) -> torch.Tensor:
     return torch.arange(2 * T - 1, device=device, dtype=torch.float32) - (T - 1)
 
 
-@patch
-def bias_matrix(self: PositionalEncoding, T: int, causal: bool = False, device=None) -> torch.Tensor | None:
-    "The encoding's bias as `(n_head, T, T)`, indexed by query m and key n, without the causal mask; `None` if it has none."
-    row = self.distance_bias(T, causal, device)
+def bias_matrix(pos: PositionalEncoding, T: int, causal: bool = False, device=None) -> torch.Tensor | None:
+    "The bias of encoding `pos` as `(n_head, T, T)`, indexed by query m and key n, without the causal mask; `None` if it has none."
+    row = pos.distance_bias(T, causal, device)
     if row is None:
-        return self.attn_bias(T, causal, device)
+        return pos.attn_bias(range(T), range(T), causal, device)
     position = torch.arange(T, device=row.device)
     return row[:, position[:, None] - position + T - 1]
 
@@ -129,28 +124,38 @@ class Learned(PositionalEncoding):
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
         self.table = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.table.weight, std=d_model**-0.5)  # the paper's (fairseq's) init: the scale of a token row
+        nn.init.normal_(self.table.weight, std=d_model**-0.5)  # fairseq's init: N(0, 1/d_model), the model leaves it so
 
     def embed(self, x):
         T = x.shape[1]
         if T > self.max_len:
-            raise ValueError(
-                f"learned positions cover max_len={self.max_len} positions but the input has {T}; "
-                f"feed at most {self.max_len} tokens per sequence, or use an encoding without a length limit "
-                f"({', '.join(n for n, c in ENCODINGS.items() if not c.length_limit)})"
-            )
+            raise ValueError(f"learned positions cover max_len={self.max_len} positions but the input has {T}; "
+                             f"feed at most {self.max_len} tokens per sequence, or use an encoding without a length limit "
+                             f"({', '.join(n for n, c in ENCODINGS.items() if not c.length_limit)})")
         return x + self.table(torch.arange(T, device=x.device))
 
 # %% ../nbs/00_encodings.ipynb #659adc67
-def sinusoidal_table(length: int, dim: int) -> torch.Tensor:
-    "`(length, dim)` table: column `2i` is sin(t / 10000^(2i/dim)), column `2i+1` the matching cos."
+SINUSOIDAL_TABLES = ("fairseq", "vaswani")
+FAIRSEQ_FIRST_POSITION = 2  # fairseq numbers positions from padding_idx + 1, and its padding_idx is 1
+
+
+def sinusoidal_table(length: int, dim: int, table: str = "fairseq") -> torch.Tensor:
+    """`(length, dim)`: row t is added to the token at index t. "fairseq": [sin | cos] halves of (t + 2) x omega_i,
+    omega_i = 10000^(-i / (dim/2 - 1)), a zero column for an odd `dim`; "vaswani": column 2i is sin(t / 10000^(2i/dim)),
+    column 2i + 1 the matching cos (an odd `dim` drops the last cos)."""
     if length < 0 or dim <= 0:
         raise ValueError(f"sinusoidal_table needs length >= 0 and dim > 0, got length={length}, dim={dim}")
-    position = torch.arange(length, dtype=torch.float32)[:, None]
-    inv_freq = 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
-    angle = position * inv_freq
-    table = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)  # interleave sin, cos
-    return table[:, :dim]
+    if table not in SINUSOIDAL_TABLES:
+        raise ValueError(f"unknown sinusoidal table {table!r}; choose one of {', '.join(SINUSOIDAL_TABLES)}")
+    if table == "vaswani":
+        angle = torch.arange(length, dtype=torch.float32)[:, None] * 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+        return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)[:, :dim]  # interleave sin, cos
+    half = dim // 2
+    if half < 2:
+        raise ValueError(f"fairseq's sinusoidal table divides by dim/2 - 1, so it needs dim >= 4, got {dim}; use a wider model")
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000) / (half - 1)))  # as fairseq computes it
+    angle = (torch.arange(length, dtype=torch.float32)[:, None] + FAIRSEQ_FIRST_POSITION) * inv_freq
+    return torch.cat([angle.sin(), angle.cos(), torch.zeros(length, dim % 2)], dim=1)
 
 # %% ../nbs/00_encodings.ipynb #8474e523
 @register("sinusoidal")
@@ -159,15 +164,34 @@ class Sinusoidal(PositionalEncoding):
     of the model's scaled token embeddings (see `TransformerLM`), so it is added as it is."""
 
     label, color = "Sinusoidal", "#ff7f0e"
+    options = dict(table="fairseq")  # the paper's (fairseq's) table, or "vaswani": see `sinusoidal_table`
+
+    @classmethod
+    def check_options(cls, options: dict) -> dict:
+        "Also a known `table`."
+        checked = super().check_options(options)
+        if checked["table"] not in SINUSOIDAL_TABLES:
+            raise ValueError(f"{cls.name} option 'table' must be one of {', '.join(SINUSOIDAL_TABLES)}, got {checked['table']!r}")
+        return checked
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
-        self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+        self.register_buffer("table", sinusoidal_table(max_len, d_model, self.options["table"]), persistent=False)
 
     def embed(self, x):
         T = x.shape[1]
-        table = self.table[:T] if T <= self.max_len else sinusoidal_table(T, self.d_model).to(x.device)  # not stored
+        table = self.table[:T] if T <= self.max_len else sinusoidal_table(T, self.d_model, self.options["table"]).to(x.device)  # not stored
         return x + table.to(x.dtype)
+
+# %% ../nbs/00_encodings.ipynb #a9d1f3c2
+def rope_frequencies(head_dim: int, base: float) -> torch.Tensor:
+    "theta_j = base^(-2j / head_dim), the angle per position of dimension pair j."
+    return base ** (-torch.arange(0, head_dim, 2).float() / head_dim)
+
+
+ROPE_SCALINGS: dict = {  # scaling -> f(head_dim, base, max_len, factor) -> (theta_j, length of the rotations)
+    "none": lambda head_dim, base, max_len, factor: (rope_frequencies(head_dim, base), 1.0),
+}
 
 # %% ../nbs/00_encodings.ipynb #da7ce676
 @register("rope")
@@ -177,18 +201,24 @@ class RoPE(PositionalEncoding):
     label, color = "RoPE", "#2ca02c"
     options = dict(base=10000.0, scaling="none", factor=1.0)  # scaling and factor: see "RoPE at longer contexts" below
 
+    @classmethod
+    def check_options(cls, options: dict) -> dict:
+        "Also a known `scaling` and a `factor` of at least 1."
+        checked = super().check_options(options)
+        if checked["scaling"] not in ROPE_SCALINGS:
+            raise ValueError(f"{cls.name} option 'scaling' must be one of {', '.join(ROPE_SCALINGS)}, got {checked['scaling']!r}")
+        if not checked["factor"] >= 1:
+            raise ValueError(f"{cls.name} option 'factor' is how many times the training length to cover: at least 1, got {checked['factor']}")
+        return checked
+
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
-        head_dim = d_model // n_head
+        head_dim, (base, scaling, factor) = d_model // n_head, (self.options[k] for k in ("base", "scaling", "factor"))
         if head_dim % 2:
             raise ValueError(f"RoPE rotates dimension pairs, so head_dim = d_model / n_head must be even; got {head_dim}")
-        inv_freq, self.magnitude = self.frequencies(head_dim)
+        inv_freq, self.magnitude = ROPE_SCALINGS[scaling](head_dim, base, max_len, factor)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.register_buffer("rotations", self._rotations(max_len), persistent=False)
-
-    def frequencies(self, head_dim: int) -> tuple[torch.Tensor, float]:
-        "Angle per position of each dimension pair, theta_j = base^(-2j / head_dim), and the length of the rotations (1)."
-        return self.options["base"] ** (-torch.arange(0, head_dim, 2).float() / head_dim), 1.0
 
     def _rotations(self, length: int) -> torch.Tensor:
         "magnitude x e^(i t theta_j) for positions t < `length`: complex, `(length, head_dim / 2)`."
@@ -267,28 +297,54 @@ class T5Bias(PositionalEncoding):
 # %% ../nbs/00_encodings.ipynb #20418278
 @register("kerple")
 class KerpleLog(PositionalEncoding):
-    "KERPLE's logarithmic kernel bias: -r1 log(1 + r2 |m - n|), two learned positive numbers per head."
+    "KERPLE's logarithmic kernel bias: -r1 log(1 + r2 |m - n|), two learned numbers per head, each floor + softplus(u)."
 
     label, color = "KERPLE (log)", "#e377c2"
-    floor = 1e-2  # r1 and r2 stay positive
+    floor = 1e-2  # r1 and r2 stay above it
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
-        self.strength = nn.Parameter(2 * torch.rand(n_head))  # r1
-        self.bend = nn.Parameter(torch.rand(n_head))  # r2
+        above_floor = (torch.stack([2 * torch.rand(n_head), torch.rand(n_head)]) - self.floor).clamp(min=1e-3)  # the authors' draws
+        self.unbounded = nn.Parameter(above_floor + torch.log(-torch.expm1(-above_floor)))  # softplus^-1: u for r1 (row 0), r2
+
+    @property
+    def rates(self) -> torch.Tensor:
+        "r1 (row 0) and r2 (row 1) of each head: `(2, n_head)`."
+        return self.floor + F.softplus(self.unbounded)
 
     def distance_bias(self, T, causal, device):
-        r1, r2 = self.strength.clamp(min=self.floor)[:, None], self.bend.clamp(min=self.floor)[:, None]
-        return -r1 * torch.log1p(r2 * signed_distances(T, device).abs())
+        strength, bend = self.rates[:, :, None]
+        return -strength * torch.log1p(bend * signed_distances(T, device).abs())
+
+# %% ../nbs/00_encodings.ipynb #c3f5b8e2
+def piecewise_linear(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
+    """`mlp(x[..., None])`, `(*x.shape, outputs)`, for a one-input ReLU MLP (Linear(1, width), ReLU, Linear(width, outputs))
+    evaluated as the piecewise-linear function it is: per input, a lookup of its piece and a multiply-add per output."""
+    w, b, out = mlp[0].weight[:, 0], mlp[0].bias, mlp[2]
+    kinks = (-b / w)[w != 0].detach().sort().values  # where a hidden unit switches on or off
+    inside = torch.cat([kinks[:1] - 1, (kinks[1:] + kinks[:-1]) / 2, kinks[-1:] + 1]) if len(kinks) else kinks.new_zeros(1)
+    on = (w * inside[:, None] + b > 0).to(w.dtype).detach()  # (pieces, width): the units on in each piece
+    slope_offset = torch.cat([(on * w) @ out.weight.T, (on * b) @ out.weight.T + out.bias], dim=1)  # (pieces, 2 x outputs)
+    piece = torch.searchsorted(kinks, x.detach())  # piece p covers (kinks[p - 1], kinks[p]]
+    looked_up = slope_offset.index_select(0, piece.flatten()).view(*x.shape, -1)  # a row lookup: the fastest gather
+    return torch.addcmul(looked_up[..., out.out_features :], looked_up[..., : out.out_features], x[..., None])
 
 # %% ../nbs/00_encodings.ipynb #51dd0e1e
 @register("fire")
 class FIRE(PositionalEncoding):
-    "FIRE: a learned MLP of the query-normalised log distance psi(i - j) / psi(max(L, i)), psi(x) = log(1 + c|x|)."
+    "FIRE: a learned MLP of the query-normalised log distance psi(i - j) / (psi(max(L, i)) + eps), psi(x) = log(1 + c|x|)."
 
     label, color = "FIRE", "#7f7f7f"
     options = dict(width=32, threshold=0.25)  # MLP width; initial L as a share of max_len
-    block_entries = 2**22  # (query, key) pairs per block: bounds the MLP's hidden activations to 2**22 x width floats
+    eps = 1e-6  # as in the authors' code: with L = 0, query 0's normaliser is psi(0) = 0
+
+    @classmethod
+    def check_options(cls, options: dict) -> dict:
+        "Also a finite threshold of at least 0."
+        checked = super().check_options(options)
+        if not 0 <= checked["threshold"] < math.inf:
+            raise ValueError(f"{cls.name} option 'threshold' is the initial L as a share of max_len: a finite number >= 0, got {checked['threshold']}")
+        return checked
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
@@ -297,19 +353,15 @@ class FIRE(PositionalEncoding):
         self.log_scale = nn.Parameter(torch.tensor(0.1))  # c
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))  # L = |threshold_scale| x threshold x max_len
 
-    def normalised_distance(self, T: int, device=None) -> torch.Tensor:
-        "psi(i - j) / psi(max(L, i)) for query i and key j: `(T, T)`."
-        position = torch.arange(T, device=device, dtype=torch.float32)
+    def normalised_distance(self, queries: range, keys: range, device=None) -> torch.Tensor:
+        "psi(i - j) / (psi(max(L, i)) + eps) for query positions i in `queries`, key positions j in `keys`: `(len(queries), len(keys))`."
+        i, j = (torch.arange(r.start, r.stop, device=device, dtype=torch.float32) for r in (queries, keys))
         psi = lambda x: torch.log1p((self.log_scale * x).abs())
         threshold = (self.threshold_scale * self.options["threshold"] * self.max_len).abs()
-        return psi(position[:, None] - position) / psi(torch.maximum(position, threshold))[:, None]
+        return psi(i[:, None] - j) / (psi(torch.maximum(i, threshold)) + self.eps)[:, None]
 
-    def attn_bias(self, T, causal, device):
-        normalised, block = self.normalised_distance(T, device), max(1, self.block_entries // T)
-        bias = torch.empty(self.n_head, T, T, device=device)
-        for start in range(0, T, block):  # the MLP's hidden units for a block of queries at a time
-            bias[:, start : start + block] = self.mlp(normalised[start : start + block, :, None]).permute(2, 0, 1)
-        return bias
+    def attn_bias(self, queries, keys, causal, device):
+        return piecewise_linear(self.mlp, self.normalised_distance(queries, keys, device)).permute(2, 0, 1)
 
 # %% ../nbs/00_encodings.ipynb #6fadbcfc
 @register("xpos")
@@ -328,32 +380,20 @@ class XPos(RoPE):
         return rotations * decay, rotations / decay
 
 # %% ../nbs/00_encodings.ipynb #d3bed45c
-ROPE_SCALINGS = ("none", "pi", "ntk", "yarn")
-YARN_RAMP = (1.0, 32.0)  # alpha, beta: YaRN's turns-per-context bounds for its Llama models
+def yarn(head_dim: int, base: float, max_len: int, factor: float, beta_fast: float = 32.0, beta_slow: float = 1.0):
+    "YaRN's frequencies for `factor` times the training length `max_len`, ramped between `beta_fast` and `beta_slow` turns; 0.1 ln s + 1."
+    def pair_turning(turns):  # the (fractional) pair index j with max_len x theta_j / 2pi = turns
+        return head_dim * math.log(max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = max(math.floor(pair_turning(beta_fast)), 0), min(math.ceil(pair_turning(beta_slow)), head_dim - 1)
+    high = high + 0.001 if low == high else high  # as the reference does, against a division by zero
+    kept = 1 - ((torch.arange(head_dim // 2, dtype=torch.float32) - low) / (high - low)).clamp(0, 1)  # gamma_j
+    inv_freq = rope_frequencies(head_dim, base)
+    return inv_freq / factor * (1 - kept) + inv_freq * kept, 0.1 * math.log(factor) + 1
 
 
-@patch(cls_method=True)
-def check_options(cls: RoPE, options: dict) -> dict:
-    "RoPE's options: also a known `scaling` and a `factor` of at least 1."
-    checked = super(RoPE, cls).check_options(options)
-    if checked["scaling"] not in ROPE_SCALINGS:
-        raise ValueError(f"{cls.name} option 'scaling' must be one of {', '.join(ROPE_SCALINGS)}, got {checked['scaling']!r}")
-    if not checked["factor"] >= 1:
-        raise ValueError(f"{cls.name} option 'factor' is how many times the training length to cover: at least 1, got {checked['factor']}")
-    return checked
-
-
-@patch
-def frequencies(self: RoPE, head_dim: int) -> tuple[torch.Tensor, float]:
-    "theta_j = base^(-2j / head_dim), rescaled by `scaling` for `factor` times the training length; the rotations' length."
-    base, scaling, s = self.options["base"], self.options["scaling"], self.options["factor"]
-    if scaling == "ntk":
-        base = base * s ** (head_dim / (head_dim - 2))
-    inv_freq = base ** (-torch.arange(0, head_dim, 2).float() / head_dim)
-    if scaling == "pi":
-        return inv_freq / s, 1.0
-    if scaling == "yarn":
-        alpha, beta = YARN_RAMP
-        keep = ((self.max_len * inv_freq / (2 * math.pi) - alpha) / (beta - alpha)).clamp(0, 1)  # gamma_j
-        return (1 - keep) * inv_freq / s + keep * inv_freq, 0.1 * math.log(s) + 1
-    return inv_freq, 1.0
+ROPE_SCALINGS.update(
+    pi=lambda head_dim, base, max_len, factor: (rope_frequencies(head_dim, base) / factor, 1.0),
+    ntk=lambda head_dim, base, max_len, factor: (rope_frequencies(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0),
+    yarn=yarn,
+)

@@ -8,12 +8,11 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from einops import rearrange
-from fastcore.basics import patch
 from torch import nn
 
 from .encodings import ENCODINGS, PositionalEncoding, get_encoding
@@ -82,10 +81,11 @@ PRESETS: dict[str, dict] = {
 
 # %% ../nbs/01_model.ipynb #b5ebd2da
 class AttentionBias(NamedTuple):
-    "An additive bias on attention scores, `(1, n_head, T, T)` in the attention dtype, future keys at -inf under a causal mask."
+    "An additive bias on attention scores, a block of queries at a time, in the attention dtype, future keys at -inf under a causal mask."
 
-    scores: torch.Tensor
+    block: Callable[[int, int, slice], torch.Tensor]  # (start, end, keys) -> `(1, n_head, end - start, keys)` for queries start..end-1
     reversed_keys: bool = False  # the key axis runs backwards, u = T - 1 - n: how a distance row is viewed without copying
+    block_pairs: int = 2**20  # (query, key) pairs per block of the fused path: a computed block stays within 4 MiB a head
 
 
 def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.dtype, device) -> AttentionBias | None:
@@ -94,19 +94,27 @@ def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.d
         if causal:  # entries T - 1 + d with d = m - n < 0: keys after the query
             row = row.masked_fill(torch.arange(2 * T - 1, device=row.device) < T - 1, float("-inf"))
         row = row.to(dtype).contiguous()
-        return AttentionBias(row.as_strided((1, row.shape[0], T, T), (0, 2 * T - 1, 1, 1)), reversed_keys=True)
-    if (full := pos.attn_bias(T, causal, device)) is not None:
-        if causal:
-            full = full.masked_fill(torch.ones(T, T, dtype=torch.bool, device=full.device).triu(1), float("-inf"))
-        return AttentionBias(full.to(dtype)[None])
-    return None
+        scores = row.as_strided((1, row.shape[0], T, T), (0, 2 * T - 1, 1, 1))
+        return AttentionBias(lambda start, end, keys: scores[..., start:end, keys], reversed_keys=True, block_pairs=2**22)  # views: fewer calls
+    if pos.attn_bias(range(1), range(1), causal, device) is None:  # a 1 x 1 block tells whether there is one
+        return None
+
+    def block(start: int, end: int, keys: slice) -> torch.Tensor:  # computed where attention uses it
+        queries, keys = range(start, end), range(T)[keys]
+        bias = pos.attn_bias(queries, keys, causal, device)
+        if causal:  # keys 0..end-1: only those from `start` on come after some query of the block
+            bias[..., start:].masked_fill_(torch.ones(end - start, end - start, dtype=torch.bool, device=bias.device).triu(1), float("-inf"))
+        return bias.to(dtype)[None]
+
+    return AttentionBias(block)
 
 # %% ../nbs/01_model.ipynb #090ba379
-def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0, block: int = 1024):
-    "Attention without materialising probabilities; `bias` from `attention_bias`."
+def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0, block: int | None = None):
+    "Attention without materialising probabilities, in blocks of `block` queries (default: the bias's `block_pairs` / T); `bias` from `attention_bias`."
     if bias is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p)
     T = q.shape[-2]
+    block = block or max(1, bias.block_pairs // T)
     if bias.reversed_keys:
         k, v = k.flip(-2), v.flip(-2)  # u = T - 1 - n: the order the bias is indexed in
     outputs = []
@@ -115,18 +123,19 @@ def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p
         keys = slice(None)
         if causal:  # only keys n < end
             keys = slice(T - end, T) if bias.reversed_keys else slice(0, end)
-        mask = bias.scores[..., start:end, keys]
+        mask = bias.block(start, end, keys)
         outputs.append(F.scaled_dot_product_attention(q[..., start:end, :], k[..., keys, :], v[..., keys, :], mask, dropout_p))
     return torch.cat(outputs, dim=-2)
 
 
 def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0):
     "Attention with the probabilities formed: returns (output, probabilities `(B, n_head, T, T)`)."
+    T = q.shape[-2]
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
-        scores = scores + (bias.scores.flip(-1) if bias.reversed_keys else bias.scores)  # keys in order
+        whole = bias.block(0, T, slice(None))
+        scores = scores + (whole.flip(-1) if bias.reversed_keys else whole)  # keys in order
     if causal:
-        T = q.shape[-2]
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     probs = scores.softmax(dim=-1)
     return F.dropout(probs, dropout_p) @ v, probs
@@ -189,9 +198,23 @@ class LMOutput:
     attentions: tuple[torch.Tensor, ...] | None = None  # n_layer of (B, n_head, T, T) attention probabilities
 
 # %% ../nbs/01_model.ipynb #00b7eacf
-MODEL_VERSION = 2  # what a checkpoint's weights mean: 2 scales token embeddings by sqrt(d_model); 1 (before) did not
+MODEL_VERSION = 3  # what a checkpoint's weights mean: 3 fairseq's sinusoidal table, KERPLE's softplus rates; 2 token embeddings scaled by sqrt(d_model); 1 unscaled
 
 
+def _init_linear(module: nn.Module):
+    "GPT-2's initialisation of a linear layer: weights N(0, 0.02^2), biases 0."
+    if isinstance(module, nn.Linear):
+        nn.init.normal_(module.weight, std=0.02)
+        if module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+
+def _attention_dtype(x: torch.Tensor) -> torch.dtype:
+    "The dtype attention scores will have: autocast's, when it is on."
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+
+# %% ../nbs/01_model.ipynb #1b3d5f7a
 class TransformerLM(nn.Module):
     "A decoder-only transformer language model with a pluggable positional encoding."
 
@@ -207,48 +230,28 @@ class TransformerLM(nn.Module):
         self.lm_head.weight = self.tok_emb.weight  # tied input and output embeddings
         self.embed_scale = math.sqrt(cfg.d_model)
         nn.init.normal_(self.tok_emb.weight, std=cfg.d_model**-0.5)  # scaled by sqrt(d_model): rows of size 1 per entry
-        self.blocks.apply(self._init_weights)  # the encoding initialises its own parameters
+        self.blocks.apply(_init_linear)  # the encoding initialises its own parameters
         for block in self.blocks:  # residual projections: keep the stream's variance independent of depth
             for proj in (block.attn.proj, block.mlp.proj):
                 nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
-
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, std=0.02)
-        if isinstance(module, nn.Linear) and module.bias is not None:
-            nn.init.zeros_(module.bias)
 
     def num_params(self) -> int:
         "Number of parameters, the tied embedding counted once."
         return sum(p.numel() for p in self.parameters())
 
-# %% ../nbs/01_model.ipynb #74654f2f
-def _attention_dtype(x: torch.Tensor) -> torch.dtype:
-    "The dtype attention scores will have: autocast's, when it is on."
-    device = x.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
-
-
-@patch
-def forward(
-    self: TransformerLM, idx: torch.Tensor, output_hidden_states: bool = False, output_attentions: bool = False
-) -> LMOutput:
-    "Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request."
-    if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
-    x = self.drop(self.pos.embed(self.tok_emb(idx) * self.embed_scale))
-    bias = attention_bias(self.pos, idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
-    hidden_states, attentions = [x], []
-    for block in self.blocks:
-        x, probs = block(x, self.pos, bias, output_attentions)
-        hidden_states.append(x)
-        attentions.append(probs)
-    return LMOutput(
-        logits=self.lm_head(self.ln_f(x)),
-        hidden_states=tuple(hidden_states) if output_hidden_states else None,
-        attentions=tuple(attentions) if output_attentions else None,
-    )
+    def forward(self, idx: torch.Tensor, output_hidden_states: bool = False, output_attentions: bool = False) -> LMOutput:
+        "Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request."
+        if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
+        x = self.drop(self.pos.embed(self.tok_emb(idx) * self.embed_scale))
+        bias = attention_bias(self.pos, idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
+        hidden_states, attentions = [x], []
+        for block in self.blocks:
+            x, probs = block(x, self.pos, bias, output_attentions)
+            hidden_states.append(x)
+            attentions.append(probs)
+        return LMOutput(logits=self.lm_head(self.ln_f(x)), hidden_states=tuple(hidden_states) if output_hidden_states else None,
+                        attentions=tuple(attentions) if output_attentions else None)
 
 # %% ../nbs/01_model.ipynb #ed72a785
 @torch.no_grad()

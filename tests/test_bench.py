@@ -30,7 +30,9 @@ def test_tiny_run_writes_the_report(tmp_path):
                           "lengths=[16, 32]", "repeats=1", "encodings=[nopos, learned, alibi, t5]", "--out", str(tmp_path / "bench.md"))
     assert "| 32 | alibi |" in report and "| 32 | t5 |" in report and "| 32 | learned |" not in report  # learned stops at max_len
     assert "training step within 10% of NoPos" in report and "training step at least 0.85x NoPos" in report
-    assert "ALiBi at T=32 within 2x NoPos" in report and "T5 bias at T=32 within 2x NoPos" in report
+    assert "ALiBi at T=32 within 1.1x NoPos's time and 1.1x its peak memory" in report
+    assert "T5 bias at T=32 within 3x NoPos's time and 2x its peak memory" in report
+    assert "compiled" not in report  # torch.compile is measured only when asked for
     assert "### Trainer" not in report and "trainer bookkeeping" not in report  # a section not asked for
 
 
@@ -39,3 +41,11 @@ def test_trainer_section_alone(tmp_path):
     assert "### Trainer on the smoke profile's runs" in report and "| smoke | cpu-tiny |" in report
     assert "trainer bookkeeping under 5% of a step" in report
     assert "### Training step per encoding" not in report and "### Forward pass" not in report
+
+
+def test_compiled_training_step_on_request(tmp_path):
+    "compile_backend times each training step compiled as well (the `eager` backend: the plumbing without code generation)."
+    report = posenc_bench("sections=[train]", "preset=cpu-tiny", "batch_size=2", "seq_len=16", "steps=1", "encodings=[nopos, fire]",
+                          "compile_backend=eager", "--out", str(tmp_path / "bench.md"))
+    assert "compiled with torch.compile(backend='eager')" in report and "compiled_speedup" in report
+    assert "| fire |" in report

@@ -17,7 +17,7 @@ import torch
 import posenc_nb.model
 from posenc_nb.checkpoint import load_run
 from posenc_nb.config import ConfigError, TrainConfig
-from posenc_nb.encodings import ENCODINGS, ROPE_SCALINGS, PositionalEncoding, get_encoding, register
+from posenc_nb.encodings import ENCODINGS, ROPE_SCALINGS, PositionalEncoding, bias_matrix, get_encoding, register
 from posenc_nb.evaluate import perplexity_by_length, plot_perplexity
 from posenc_nb.model import ModelConfig, TransformerLM, attention_bias, encoding_options
 from posenc_nb.plots import encoding_color, encoding_label, plot_runs
@@ -26,8 +26,10 @@ from posenc_nb.tokens import load_tokens
 from posenc_nb.train import train
 
 SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=16)
-# (encoding, options): every registered encoding with its defaults, and RoPE rescaled at inference
-VARIANTS = [(name, {}) for name in ENCODINGS] + [("rope", dict(scaling=kind, factor=4.0)) for kind in ROPE_SCALINGS[1:]]
+SCALINGS = [kind for kind in ROPE_SCALINGS if kind != "none"]
+# (encoding, options): every registered encoding with its defaults, the original Transformer's sinusoidal table, RoPE rescaled at inference
+VARIANTS = ([(name, {}) for name in ENCODINGS] + [("sinusoidal", dict(table="vaswani"))]
+            + [("rope", dict(scaling=kind, factor=4.0)) for kind in SCALINGS])
 DISTANCE_ONLY = {"nopos", "rope", "alibi", "t5", "kerple", "xpos"}  # what the maths says; FIRE normalises by the query
 
 
@@ -76,7 +78,7 @@ def position_scores(enc: PositionalEncoding, T: int) -> torch.Tensor:
     q, k = (torch.randn(1, enc.n_head, 1, head_dim).expand(1, enc.n_head, T, head_dim) for _ in range(2))
     q, k = enc.rotate(q, k)
     scores = (q @ k.transpose(-2, -1))[0] / head_dim**0.5
-    bias = enc.bias_matrix(T, causal=True)
+    bias = bias_matrix(enc, T, causal=True)
     return scores if bias is None else scores + bias
 
 
@@ -120,8 +122,8 @@ def test_distance_row_gradient_matches_the_full_matrix(name):
     enc = make(name).pos
     T, weights = 20, torch.randn(SMALL.n_head, 20, 20)
     grads = []
-    for build in (lambda: attention_bias(enc, T, False, torch.float32, "cpu").scores[0].flip(-1),
-                  lambda: enc.bias_matrix(T)):
+    for build in (lambda: attention_bias(enc, T, False, torch.float32, "cpu").block(0, T, slice(None))[0].flip(-1),
+                  lambda: bias_matrix(enc, T)):
         enc.zero_grad()
         (build() * weights).sum().backward()
         grads.append([p.grad.clone() for p in enc.parameters()])
@@ -145,13 +147,45 @@ def test_rope_scaling_at_evaluation_time():
     state = {k: v.clone() for k, v in model.state_dict().items()}
     with torch.no_grad():
         plain = model(idx).logits
-        for kind in ROPE_SCALINGS[1:]:
+        for kind in SCALINGS:
             with encoding_options(model, scaling=kind, factor=4.0):
                 assert not torch.allclose(model(idx).logits, plain), kind
             with encoding_options(model, scaling=kind, factor=1.0):
                 torch.testing.assert_close(model(idx).logits, plain, atol=1e-6, rtol=0)
         torch.testing.assert_close(model(idx).logits, plain, atol=0, rtol=0)
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+
+
+def test_kerple_keeps_learning_at_its_floor():
+    "r1 and r2 pushed to their floor stay above it and still get a gradient, so a step can raise them again."
+    enc = make("kerple").pos
+    with torch.no_grad():
+        enc.unbounded.fill_(-30.0)
+    torch.testing.assert_close(enc.rates, torch.full_like(enc.rates, enc.floor))
+    enc.distance_bias(20, True, "cpu").sum().backward()
+    assert (enc.unbounded.grad != 0).all()
+
+
+def test_fire_at_a_zero_threshold_gives_finite_logits():
+    model = make("fire", dict(threshold=0.0))
+    with torch.no_grad():
+        for attentions in (False, True):
+            assert model(torch.randint(0, SMALL.vocab_size, (2, 20)), output_attentions=attentions).logits.isfinite().all()
+
+
+@pytest.mark.parametrize("threshold", [-0.25, float("inf"), float("nan")])
+def test_fire_refuses_a_threshold_that_is_no_share_of_max_len(threshold):
+    with pytest.raises(ValueError, match="'threshold' is the initial L as a share of max_len"):
+        ModelConfig(pos_encoding="fire", pos_options={"threshold": threshold})
+
+
+def test_sinusoidal_tables_are_options_with_fairseqs_the_default():
+    assert ModelConfig(pos_encoding="sinusoidal").pos_options == {}
+    fairseq, vaswani = (make("sinusoidal", options).pos.table for options in ({}, dict(table="vaswani")))
+    assert fairseq.shape == vaswani.shape and not torch.allclose(fairseq, vaswani)
+    torch.testing.assert_close(get_encoding("sinusoidal", 32, 4, 16, table="fairseq").table, fairseq, atol=0, rtol=0)
+    with pytest.raises(ValueError, match="'table' must be one of fairseq, vaswani, got 'bert'"):
+        ModelConfig(pos_encoding="sinusoidal", pos_options={"table": "bert"})
 
 
 # --- options and registration ----------------------------------------------------------------------------------------

@@ -1,12 +1,17 @@
 "Model behaviour that does not fit the notebooks: both attention paths, every encoding, causality, dtypes, checkpoints."
 import dataclasses
+import json
+from functools import partial
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import posenc_nb.model
+from posenc_nb.checkpoint import CheckpointError, load_weights, save_checkpoint
+from posenc_nb.config import TrainConfig
 from posenc_nb.encodings import ENCODINGS
-from posenc_nb.model import PRESETS, ModelConfig, TransformerLM, check_token_ids
+from posenc_nb.model import MODEL_VERSION, PRESETS, ModelConfig, TransformerLM, check_token_ids
 
 SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=64)
 
@@ -31,12 +36,18 @@ def test_fused_and_explicit_paths_agree(name, causal):
     assert explicit.attentions[0].shape == (3, SMALL.n_head, 40, 40)
 
 
-@pytest.mark.parametrize("name", ["alibi", "t5", "kerple", "fire"])
-def test_bidirectional_bias_query_blocks_match_the_explicit_path(name):  # the causal case is in 01_model
-    model = make(name, causal=False)
-    idx = torch.randint(0, SMALL.vocab_size, (1, 1300))  # blocks of 1024 + 276 queries
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("name", list(ENCODINGS))
+def test_query_blocks_give_the_logits_of_the_whole_bias(name, causal, monkeypatch):
+    "Blocks of 32 queries over 150 tokens (4 of 32 and one of 22) give the logits of one block and of the explicit path."
+    model = make(name, causal, max_len=150)
+    idx = torch.randint(0, SMALL.vocab_size, (2, 150))
     with torch.no_grad():
-        torch.testing.assert_close(model(idx).logits, model(idx, output_attentions=True).logits, atol=1e-5, rtol=1e-5)
+        whole, explicit = model(idx).logits, model(idx, output_attentions=True).logits
+        monkeypatch.setattr(posenc_nb.model, "fused_attention", partial(posenc_nb.model.fused_attention, block=32))
+        blocked = model(idx).logits
+    torch.testing.assert_close(blocked, whole, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(blocked, explicit, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", list(ENCODINGS))
@@ -63,8 +74,20 @@ def test_checkpoint_round_trip(name, tmp_path):
         torch.testing.assert_close(restored(idx).logits, model(idx).logits)
     position_keys = [k for k in saved["state"] if k.startswith("pos.")]
     assert position_keys == [f"pos.{k}" for k in model.pos.state_dict()]  # the encoding's parameters; caches are not saved
-    if name in ("nopos", "learned", "sinusoidal", "rope", "alibi"):  # the paper's five: checkpoints of earlier runs still load
+    if name in ("nopos", "learned", "sinusoidal", "rope", "alibi"):  # the paper's five: nothing but learned positions saved
         assert position_keys == (["pos.table.weight"] if name == "learned" else [])
+
+
+def test_a_checkpoint_of_an_earlier_model_version_is_refused(tmp_path):
+    "A sinusoidal run saved under version 2 (the original Transformer's table, which no checkpoint holds) does not load silently."
+    cfg = TrainConfig.from_preset("smoke", pos_encoding="sinusoidal")
+    model = TransformerLM(cfg.model_config())
+    save_checkpoint(tmp_path, model, torch.optim.AdamW(model.parameters()), cfg, step=1, tokens=1, finished=False)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["model_version"] == MODEL_VERSION == 3
+    load_weights(model, tmp_path, meta)
+    with pytest.raises(CheckpointError, match="model version 2"):
+        load_weights(model, tmp_path, {**meta, "model_version": 2})
 
 
 @pytest.mark.parametrize("name", ["rope", "sinusoidal", "alibi", "xpos", "t5", "kerple"])  # FIRE's threshold follows max_len
