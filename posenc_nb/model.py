@@ -76,6 +76,7 @@ PRESETS: dict[str, dict] = {
     "gpt3-1.3b": dict(n_layer=24, n_head=32, d_model=2048, vocab_size=50257, max_len=1024),
     "cpu-tiny": dict(n_layer=2, n_head=4, d_model=128),
     "cpu-small": dict(n_layer=4, n_head=4, d_model=256),
+    "cpu-core": dict(n_layer=4, n_head=4, d_model=128),  # the cpu profile's core models
     "cpu-base": dict(n_layer=6, n_head=8, d_model=384),
 }
 

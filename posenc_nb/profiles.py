@@ -68,7 +68,7 @@ PROFILES["cpu"] = dict(
     # The core five: 4 layers of width 128 (the probe needs layers to follow), 400 steps of 16 x 128 tokens (0.8M tokens,
     # half an epoch of Shakespeare), about 2 minutes per model on one thread. Chosen to fit the profile's 90 minutes with
     # 3 seeds (51 models in all: `posenc-reproduce plan`), not to make any encoding look good; README "Budget" says what it buys.
-    train_settings=dict(model="cpu-small", d_model=128, vocab_size=2048, seq_len=128, batch_size=16, lr=3e-3,
+    train_settings=dict(model="cpu-core", vocab_size=2048, seq_len=128, batch_size=16, lr=3e-3,
                         min_lr=2e-4, warmup_steps=40, max_steps=400, eval_interval=100, eval_batches=8,
                         log_interval=10, checkpoint_interval=100),
     seeds=[0, 1, 2],
