@@ -352,7 +352,7 @@ def main(argv=None):
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="run_benchmark arguments")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--out", default=None, help="also write the report to this file")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # key=value anywhere among the options
 
     def body():
         if args.threads:

@@ -49,3 +49,14 @@ def test_compiled_training_step_on_request(tmp_path):
                           "compile_backend=eager", "--out", str(tmp_path / "bench.md"))
     assert "compiled with torch.compile(backend='eager')" in report and "compiled_speedup" in report
     assert "| fire |" in report
+
+
+def test_key_value_anywhere_among_the_options(tmp_path):
+    "`posenc-bench sections=[eval] --out FILE repeats=1`: a key=value after an option is an override, not an error."
+    from unittest import mock
+
+    from posenc_nb import bench
+    with mock.patch.object(bench, "run_benchmark", autospec=True, return_value="report") as run:
+        assert main(["sections=[eval]", "--out", str(tmp_path / "r.md"), "repeats=1", "lengths=[64]"]) == 0
+    run.assert_called_once_with(sections=["eval"], repeats=1, lengths=[64])
+    assert (tmp_path / "r.md").read_text() == "report\n"
