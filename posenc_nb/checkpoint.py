@@ -47,6 +47,7 @@ _FILES = {"model": r"model-\d+\.safetensors", "optimizer": r"optimizer-\d+\.pt"}
 _CHECKPOINT_FILE = re.compile("|".join(_FILES.values()))
 _RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|scores\.jsonl|{_CHECKPOINT_FILE.pattern}")  # scores: experiments' cache
 _TEMPORARY = re.compile(rf"\.({_RUN_FILE.pattern})\.tmp\d+")  # what `atomic_write` leaves behind when killed mid-write
+_SHORT_WRITE = re.compile(r"inline_container\.cc.*unexpected pos")  # torch's words for a file it could not write whole
 _META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict, sha256=dict, inputs=dict)
 _INPUTS = ("tokenizer", "train", "validation")  # the files a run learns from (see `input_files`)
 _SHA256 = re.compile("[0-9a-f]{64}")
@@ -143,9 +144,8 @@ def input_checksums(cfg: TrainConfig) -> dict[str, str]:
 
 
 def check_inputs(meta: dict | None, cfg: TrainConfig, out_dir: Path | None) -> dict[str, str]:
-    """`input_checksums(cfg)`, once found to be those the checkpoint `meta` in `out_dir` (if any) recorded: raise
-    `CheckpointError` if a file changed since, or is gone (the tokenizer file `cfg.tokenizer`; a cache no longer there
-    is rebuilt from the corpus as it was)."""
+    """`input_checksums(cfg)`, once found to be those checkpoint `meta` in `out_dir` recorded: `CheckpointError` if a file
+    changed since or is gone (a cache no longer there is skipped: it is rebuilt from the corpus as it was)."""
     found, given = input_checksums(cfg), cfg.tokenizer is not None
     for kind, path in input_files(cfg).items() if meta else ():
         recorded = meta["inputs"].get(kind)  # None: the file did not exist when the checkpoint was written
@@ -182,8 +182,9 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
                                                 sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()},
                                                 inputs=inputs if inputs is not None else input_checksums(cfg)))
     except BaseException as e:
+        full = isinstance(e, Exception) and (disk_full(e, out_dir) or _SHORT_WRITE.search(str(e)))  # asked before space is freed
         remove_unreferenced(out_dir)  # whatever half of this checkpoint was written
-        if isinstance(e, Exception) and disk_full(e, out_dir):  # torch reports a full disk as a bare RuntimeError
+        if full:
             last = read_meta(out_dir)
             kept = f"the checkpoint of step {last['step']} was kept" if last else "no earlier checkpoint exists"
             raise CheckpointError(f"the disk is full: the checkpoint of step {step} could not be written to {out_dir} "

@@ -333,13 +333,14 @@ def filling_the_disk(error: Exception, on_call: int):
 @pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
                                    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 662")])
 def test_full_disk_while_checkpointing(tmp_path, capsys, monkeypatch, uninterrupted, error):
-    "torch reports a full disk without an errno (second case): the free space tells."
+    """torch reports a full disk without an errno (second case), and once its half-written file is removed the disk has
+    room again: torch's words tell."""
     out = tmp_path / "run"
     config = write_config(tmp_path / "tiny.yaml")
     monkeypatch.setattr(torch, "save", filling_the_disk(error, on_call=2))  # the checkpoint of step 6
     if isinstance(error, RuntimeError):
         real_usage = shutil.disk_usage
-        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=4096))
+        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=1 << 30))  # the half file is gone
     code, err = posenc_train(["--config", config, "--out", out], capsys)
     assert code == 1 and "disk is full" in err and "step 6" in err and "step 3" in err, err
     assert sorted(p.name for p in out.iterdir()) == ["meta.json", "metrics.jsonl", "model-0000003.safetensors",
