@@ -8,23 +8,24 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import pandas as pd
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .model import MODEL_VERSION, TransformerLM
-from .tokens import tokenizer_of
+from .tokens import tokenizer_of, tokenizer_path, tokens_path
 from .utils import atomic_write, disk_full, project_dir, sha256_file, suggest, write_json
 
 # %% auto #0
-__all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder',
-           'check_same_config', 'load_weights', 'load_optimizer', 'truncate_metrics', 'read_metrics', 'Run',
-           'unload_model', 'resident_model', 'load_run']
+__all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'read_meta', 'input_files', 'input_checksums', 'check_inputs',
+           'remove_unreferenced', 'save_checkpoint', 'check_run_folder', 'check_same_config', 'load_weights',
+           'load_optimizer', 'truncate_metrics', 'read_metrics', 'Run', 'unload_model', 'resident_model', 'load_run']
 
 # %% ../nbs/06_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
@@ -46,36 +47,117 @@ _FILES = {"model": r"model-\d+\.safetensors", "optimizer": r"optimizer-\d+\.pt"}
 _CHECKPOINT_FILE = re.compile("|".join(_FILES.values()))
 _RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|scores\.jsonl|{_CHECKPOINT_FILE.pattern}")  # scores: experiments' cache
 _TEMPORARY = re.compile(rf"\.({_RUN_FILE.pattern})\.tmp\d+")  # what `atomic_write` leaves behind when killed mid-write
-_META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict)
+_SHORT_WRITE = re.compile(r"inline_container\.cc.*unexpected pos")  # torch's words for a file it could not write whole
+_META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict, sha256=dict, inputs=dict)
+_INPUTS = ("tokenizer", "train", "validation")  # the files a run learns from (see `input_files`)
+_SHA256 = re.compile("[0-9a-f]{64}")
+_UNCHECKED = " (older versions of posenc_nb recorded no such checksums; such a run cannot be checked: retrain it)"
 
 
 def _meta_problems(meta) -> list[str]:
     "What is wrong with a checkpoint record: a missing key, a value of the wrong type, a file name outside the folder."
     if not isinstance(meta, dict):
         return [f"it holds a {type(meta).__name__}, not a mapping"]
-    problems = [f"{key}: missing" if key not in meta else f"{key}: {meta[key]!r} is not a {kind.__name__}"
-                for key, kind in _META_TYPES.items() if type(meta.get(key)) is not kind]
+    problems = [f"{key}: missing" + (_UNCHECKED if key in ("sha256", "inputs") else "") if key not in meta else
+                f"{key}: {meta[key]!r} is not a {kind.__name__}" for key, kind in _META_TYPES.items() if type(meta.get(key)) is not kind]
     if isinstance(meta.get("files"), dict):
         problems += [f"files.{kind}: {meta['files'].get(kind)!r} is not the name of a {kind} file in the run folder"
                      for kind, name in _FILES.items() if not re.fullmatch(name, str(meta["files"].get(kind)))]
-    sha256 = meta.get("sha256", {})  # runs saved before checksums were recorded have none
-    if not (isinstance(sha256, dict) and all(isinstance(v, str) for v in sha256.values())):
-        problems.append(f"sha256: {sha256!r} is not a mapping of file kinds to checksums")
+    if isinstance(meta.get("sha256"), dict):
+        problems += [f"sha256.{kind}: {meta['sha256'].get(kind)!r} is not a sha256" for kind in _FILES
+                     if not _SHA256.fullmatch(str(meta["sha256"].get(kind)))]
+    if isinstance(meta.get("inputs"), dict):  # an input is recorded if it existed
+        problems += [f"inputs.{kind}: {value!r} is not the sha256 of a {' or '.join(_INPUTS)} file"
+                     for kind, value in meta["inputs"].items() if kind not in _INPUTS or not _SHA256.fullmatch(str(value))]
+    return problems
+
+
+def _check_version(meta: dict, out_dir: Path):
+    "Raise `CheckpointError` unless the checkpoint was made for this model definition (`MODEL_VERSION`)."
+    version = meta.get("model_version", 1)  # runs saved before versions were recorded are version 1
+    if version != MODEL_VERSION:
+        raise CheckpointError(f"{out_dir} was trained with model version {version}, and this posenc_nb builds version "
+                              f"{MODEL_VERSION} (see MODEL_VERSION in posenc_nb.model): the same weights would compute "
+                              "something else. Nothing was changed. Retrain it with --force (train(..., force=True)), "
+                              "or delete the folder.")
+
+
+# %% ../nbs/06_checkpoint.ipynb #a91c3e52
+def _disagreements(meta: dict, out_dir: Path) -> list[str]:
+    "Where a well-formed record contradicts itself or its folder: config vs its hash and the folder name, step vs finished."
+    try:
+        cfg = TrainConfig.from_dict(meta["config"])
+    except ConfigError as e:
+        return [f"config: this version cannot read it ({e})"]
+    problems, hashed = [], config_hash(cfg)
+    if meta["config_hash"] != hashed:
+        problems.append(f"config_hash: {meta['config_hash']!r}, but its config hashes to {hashed!r}")
+    named = re.fullmatch(rf"{re.escape(cfg.pos_encoding)}-{re.escape(cfg.objective)}-([0-9a-f]{{10}})", out_dir.name)
+    if named and named[1] != hashed:  # a folder `run_dir` named after the config it was made for
+        problems.append(f"config: it hashes to {hashed!r}, but the folder is named after config hash {named[1]!r}")
+    if meta["finished"] != (meta["step"] >= cfg.max_steps) or meta["step"] > cfg.max_steps:
+        problems.append(f"finished: {meta['finished']} at step {meta['step']} of max_steps {cfg.max_steps}")
+    problems += [f"files.{kind}: {name!r} is not the checkpoint of step {meta['step']}"
+                 for kind, name in meta["files"].items() if int(re.search(r"\d+", name)[0]) != meta["step"]]
     return problems
 
 
 def read_meta(out_dir: Path) -> dict | None:
-    "The checkpoint metadata in `out_dir`, checked key by key, or None if it holds no checkpoint."
+    "The checkpoint metadata in `out_dir`, checked key by key and against itself, or None if it holds no checkpoint."
     path = Path(out_dir) / "meta.json"
     if not path.exists():
         return None
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, where the run's checkpoint record belongs: move it elsewhere, then rerun")
     try:
         meta = json.loads(path.read_bytes())
     except ValueError as e:  # not JSON, or not UTF-8
         raise CheckpointError(f"{path} is not a readable checkpoint record ({type(e).__name__}: {e}). {_RECOVER}") from None
-    if problems := _meta_problems(meta):
-        raise CheckpointError(f"{path} is not a valid checkpoint record ({'; '.join(problems)}). {_RECOVER}")
+    if isinstance(meta, dict):
+        _check_version(meta, Path(out_dir))  # first: older runs also lack the checksums recorded since
+    if problems := _meta_problems(meta) or _disagreements(meta, Path(out_dir)):
+        raise CheckpointError(f"{path} is not a valid checkpoint record ({'; '.join(problems)}); it may have been "
+                              f"edited by hand. {_RECOVER}")
     return meta
+
+
+# %% ../nbs/06_checkpoint.ipynb #b7d40f19
+def input_files(cfg: TrainConfig) -> dict[str, Path]:
+    "The files a run of `cfg` learns from: its tokenizer, and the train and validation tokens it made (when it exists)."
+    tokenizer = Path(cfg.tokenizer) if cfg.tokenizer is not None else tokenizer_path(cfg.corpus, cfg.vocab_size)
+    if not tokenizer.is_file():  # the token caches are named after it
+        return dict(tokenizer=tokenizer)
+    return dict(tokenizer=tokenizer, **{split: tokens_path(cfg.corpus, split, cfg.vocab_size, cfg.tokenizer)
+                                        for split in ("train", "validation")})
+
+
+@lru_cache(maxsize=64)
+def _sha256_of(path: Path, size: int, modified_ns: int) -> str:
+    "The sha256 of `path`: computed once per process for as long as the file keeps its size and modification time."
+    return sha256_file(path)
+
+
+def input_checksums(cfg: TrainConfig) -> dict[str, str]:
+    "The sha256 of each of `input_files(cfg)` that exists, by kind: what meta.json records as `inputs`."
+    return {kind: _sha256_of(path.resolve(), path.stat().st_size, path.stat().st_mtime_ns)
+            for kind, path in input_files(cfg).items() if path.is_file()}
+
+
+def check_inputs(meta: dict | None, cfg: TrainConfig, out_dir: Path | None) -> dict[str, str]:
+    """`input_checksums(cfg)`, once found to be those checkpoint `meta` in `out_dir` recorded: `CheckpointError` if a file
+    changed since or is gone (a cache no longer there is skipped: it is rebuilt from the corpus as it was)."""
+    found, given = input_checksums(cfg), cfg.tokenizer is not None
+    for kind, path in input_files(cfg).items() if meta else ():
+        recorded = meta["inputs"].get(kind)  # None: the file did not exist when the checkpoint was written
+        if recorded and found.get(kind, recorded if kind != "tokenizer" or not given else None) != recorded:
+            now = f"changed since: its sha256 is {found[kind]}" if kind in found else "is gone"
+            cache = "" if kind == "tokenizer" and given else " (a cache: deleting it rebuilds it from the corpus)"
+            raise CheckpointError(f"{path}, the {kind} {'file' if kind == 'tokenizer' else 'tokens'} the run in {out_dir} "
+                                  f"was trained with, {now}; meta.json recorded sha256 {recorded}, so the weights belong "
+                                  f"to other tokens. Nothing was changed. Restore that file{cache}, or train this config "
+                                  "afresh: into another --out, or there with --force (train(..., force=True)).")
+    return found
+
 
 # %% ../nbs/06_checkpoint.ipynb #d5131f4e
 def remove_unreferenced(out_dir: Path):
@@ -88,18 +170,21 @@ def remove_unreferenced(out_dir: Path):
 
 
 def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int,
-                    tokens: int, finished: bool):
-    "Write the checkpoint of `step` into `out_dir` (meta.json last, with each file's sha256), then delete older ones."
+                    tokens: int, finished: bool, inputs: dict[str, str] | None = None):
+    """Write the checkpoint of `step` into `out_dir` (meta.json last, with each file's sha256 and `inputs`, the checksums
+    of the files it learned from: by default `input_checksums(cfg)`), then delete older ones."""
     files = dict(model=f"model-{step:07d}.safetensors", optimizer=f"optimizer-{step:07d}.pt")
     try:
         atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
         atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
         write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
                                                 finished=finished, files=files, torch_version=torch.__version__, model_version=MODEL_VERSION,
-                                                sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()}))
+                                                sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()},
+                                                inputs=inputs if inputs is not None else input_checksums(cfg)))
     except BaseException as e:
+        full = isinstance(e, Exception) and (disk_full(e, out_dir) or _SHORT_WRITE.search(str(e)))  # asked before space is freed
         remove_unreferenced(out_dir)  # whatever half of this checkpoint was written
-        if isinstance(e, Exception) and disk_full(e, out_dir):  # torch reports a full disk as a bare RuntimeError
+        if full:
             last = read_meta(out_dir)
             kept = f"the checkpoint of step {last['step']} was kept" if last else "no earlier checkpoint exists"
             raise CheckpointError(f"the disk is full: the checkpoint of step {step} could not be written to {out_dir} "
@@ -122,11 +207,11 @@ def check_run_folder(out_dir: Path):
 
 # %% ../nbs/06_checkpoint.ipynb #6e996724
 def _verified(out_dir: Path, meta: dict, kind: str) -> Path:
-    "The checkpoint's `kind` file, checked against the sha256 in meta.json (runs saved before checksums have none)."
+    "The checkpoint's `kind` file, checked against the sha256 in meta.json."
     path = Path(out_dir) / meta["files"][kind]
-    expected = meta.get("sha256", {}).get(kind)
+    expected = meta["sha256"][kind]
     try:
-        found = sha256_file(path) if expected else None
+        found = sha256_file(path)
     except OSError as e:
         raise CheckpointError(f"cannot read {path} ({e.strerror}). {_RECOVER}") from None
     if found != expected:
@@ -147,18 +232,26 @@ def check_same_config(meta: dict, cfg: TrainConfig, out_dir: Path):
                           "discard that run and train this config there.")
 
 
+def _shape_differences(model: nn.Module, path: Path) -> list[str]:
+    "The weights `model` and the safetensors file at `path` both name, but with different shapes: one line each."
+    with safe_open(str(path), "pt") as stored:
+        shapes = {name: tuple(stored.get_slice(name).get_shape()) for name in stored.keys()}
+    return [f"{name}: {list(shapes[name])} in the file, {list(weight.shape)} in the model"
+            for name, weight in model.state_dict().items() if name in shapes and shapes[name] != tuple(weight.shape)]
+
+
 def load_weights(model: nn.Module, out_dir: Path, meta: dict):
     "Load the checkpoint's weights into `model`, once their checksum matches and they were made for this model definition."
-    version = meta.get("model_version", 1)  # runs saved before versions were recorded are version 1
-    if version != MODEL_VERSION:
-        raise CheckpointError(f"{out_dir} was trained with model version {version}, and this posenc_nb builds version "
-                              f"{MODEL_VERSION} (see MODEL_VERSION in posenc_nb.model): the same weights would compute "
-                              "something else. Nothing was changed. Retrain it with --force (train(..., force=True)), "
-                              "or delete the folder.")
+    _check_version(meta, out_dir)
     path = _verified(out_dir, meta, "model")
     try:
         load_model(model, str(path), device=str(next(model.parameters()).device))
     except Exception as e:  # safetensors reports damage as several exception types
+        if differences := _shape_differences(model, path):  # the file is whole: the config is not the weights'
+            listed = "; ".join(differences[:3]) + (f"; and {len(differences) - 3} more" if len(differences) > 3 else "")
+            raise CheckpointError(f"{path} holds weights of other shapes than the config in {out_dir / 'meta.json'} "
+                                  f"builds ({listed}): the two are not of one run. Nothing was changed. Restore "
+                                  "meta.json, or retrain with --force (train(..., force=True)).") from None
         raise CheckpointError(f"cannot load weights from {path} ({type(e).__name__}: {e}). {_RECOVER}") from None
 
 
@@ -175,6 +268,8 @@ def _metric_lines(path: Path) -> list[dict]:
     "The readable lines of a metrics file: a half-written or damaged line (not JSON, not UTF-8, no step) is skipped."
     if not path.exists():
         return []
+    if path.is_dir():
+        raise CheckpointError(f"{path} is a folder, where the run's metrics log belongs: move it elsewhere, then rerun")
     lines = []
     for raw in path.read_bytes().splitlines():
         try:
@@ -281,18 +376,24 @@ def _load_model(run: Run) -> TransformerLM:
 
 # %% ../nbs/06_checkpoint.ipynb #e7f9a1b3
 def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Run:
-    """The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256, now: a
-    bad checkpoint fails here, not midway through an analysis), on `device` ("auto": cuda when available; None: the
+    """The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256, and its
+    inputs against theirs, now: a bad checkpoint fails here, not midway through an analysis), on `device` ("auto": cuda when available; None: the
     CPU) in `dtype` (e.g. torch.bfloat16; None: float32 as trained)."""
     out_dir = Path(out_dir)
     meta = read_meta(out_dir)
     if meta is None:
+        try:
+            check_run_folder(out_dir)
+        except ConfigError:  # a folder of other things: training there would be refused too
+            raise CheckpointError(f"{out_dir} is not a run folder (no meta.json, and files that are not a run's); give "
+                                  "the folder of a trained run, as posenc-train --out names it") from None
         raise CheckpointError(f"{out_dir} holds no checkpoint (no meta.json); train it first, e.g. "
                               f"posenc-train --config run.yaml --out {out_dir}")
     try:
         cfg = TrainConfig.from_dict(meta["config"])
     except ConfigError as e:
         raise CheckpointError(f"{out_dir / 'meta.json'} holds a config this version cannot read: {e}") from None
+    check_inputs(meta, cfg, out_dir)
     run = Run(cfg, out_dir, meta["step"], meta["finished"], _device(device), _dtype(dtype))
     run.model  # loaded now
     return run

@@ -47,6 +47,9 @@ def check_context_length(model, context_length: int) -> int:
 
 def check_context_lengths(context_lengths: Iterable[int]) -> list[int]:
     "`context_lengths` as a list of positive ints; at least one."
+    if isinstance(context_lengths, (str, bytes)) or not isinstance(context_lengths, Iterable):
+        raise ValueError(f"context_lengths must be a list of ints, e.g. [32, 64, 128], got {context_lengths!r}; for a "
+                         "single length, give a list of one")
     context_lengths = [positive_int(n, "context_length") for n in context_lengths]
     if not context_lengths:
         raise ValueError("context_lengths is empty: give at least one length, e.g. [32, 64, 128]")

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .checkpoint import load_optimizer, load_weights
+from .checkpoint import check_inputs, load_optimizer, load_weights
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
 from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch
@@ -177,12 +177,16 @@ def autocast_for(dtype: str, device: torch.device):
 # %% ../nbs/06a_learner.ipynb #9369578c
 class Learner:
     """`cfg`'s model and optimizer on this process's device - wrapped in DDP across torchrun's processes, compiled with
-    `cfg.compile`, run under the autocast of `cfg.dtype` - with its token streams: what one training step computes."""
+    `cfg.compile`, run under the autocast of `cfg.dtype` - with its token streams: what one training step computes.
+    Given a checkpoint (`meta` in `out_dir`), it starts from it, once the files it learned from are found unchanged."""
 
     def __init__(self, cfg: TrainConfig, procs: Processes, progress: bool = False, out_dir: Path | None = None,
                  meta: dict | None = None):
         self.cfg, self.procs, self.device = cfg, procs, procs.device
+        if meta:  # a changed input is refused before a token cache is built from it
+            check_inputs(meta, cfg, out_dir)
         (self.train_tokens, val_tokens), self.specials = _token_streams(cfg, progress and procs.is_main)
+        self.inputs = check_inputs(meta, cfg, out_dir)  # again with the caches rebuilt; what its checkpoints record
         self.model, self.optimizer = start_model(cfg, self.device, out_dir, meta)
         self.ddp = None if procs.world_size == 1 else \
             DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)

@@ -142,7 +142,7 @@ class Trainer(Learner):
     def save(self):
         "Checkpoint this step: rank 0 writes it, every process remembers it."
         if self.procs.is_main:
-            save_checkpoint(self.out_dir, self.model, self.optimizer, self.cfg, self.step, self.tokens, self.finished)
+            save_checkpoint(self.out_dir, self.model, self.optimizer, self.cfg, self.step, self.tokens, self.finished, self.inputs)
         self.saved_step = self.step
 
     def close(self):

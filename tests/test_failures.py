@@ -19,8 +19,9 @@ import torch
 
 import posenc_nb.train
 from posenc_nb import reproduce, tokens
-from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, read_metrics
-from posenc_nb.config import ConfigError, TrainConfig
+from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, read_metrics, run_dir
+from posenc_nb.config import ConfigError, TrainConfig, config_hash
+from posenc_nb.evaluate import perplexity_by_length
 from posenc_nb.profiles import PROFILES, check_parameters
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
@@ -187,6 +188,99 @@ def test_hand_edited_meta_is_refused(tmp_path, edit, key):
     assert snapshot(tmp_path) == before
 
 
+def test_changed_input_file_is_refused_for_reuse_scoring_and_resume(tmp_path, capsys, monkeypatch):
+    "A run trained with tokenizer=PATH used to be reused, scored and resumed after the file at PATH changed."
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    docs = write_documents(tmp_path / "docs", n=5, lines=200)
+    tokenizer, other = tmp_path / "tokenizer.json", tmp_path / "other.json"
+    for vocab_size, path in ((300, tokenizer), (290, other)):  # two tokenizers of the corpus, made as its caches
+        tokens.load_tokenizer(str(docs), vocab_size)
+        shutil.copy(tokens.tokenizer_path(str(docs), vocab_size), path)
+    cfg = TrainConfig(**{**TINY, "corpus": str(docs), "vocab_size": 300, "tokenizer": str(tokenizer)})
+    finished, stopped = tmp_path / "finished", tmp_path / "stopped"
+    train(cfg, finished, progress=False)
+    trainer = Trainer(cfg, stopped, progress=False)
+    trainer.fit(6)
+    trainer.close()
+    assert set(read_meta(finished)["inputs"]) == {"tokenizer", "train", "validation"}
+    shutil.copy(other, tokenizer)  # another tokenisation at the same path
+    before = snapshot(tmp_path / "finished") | snapshot(tmp_path / "stopped")
+    uses = [lambda: train(cfg, finished, progress=False), lambda: load_run(finished), lambda: train(cfg, stopped, progress=False)]
+    for use in uses:
+        with pytest.raises(CheckpointError) as error:
+            use()
+        assert str(tokenizer) in str(error.value) and "changed" in str(error.value) and "--force" in str(error.value), error.value
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", stopped, f"corpus={docs}",
+                              "vocab_size=300", f"tokenizer={tokenizer}"], capsys)
+    assert code == 1 and str(tokenizer) in err and "Restore" in err, err
+    assert snapshot(tmp_path / "finished") | snapshot(tmp_path / "stopped") == before
+
+    shutil.copy(tokens.tokenizer_path(str(docs), 300), tokenizer)  # restored: the stopped run resumes
+    stored = tokens.tokens_path(str(docs), "train", 300, tokenizer)
+    stored.write_bytes(stored.read_bytes())  # rewritten, same bytes: still the run's input
+    assert train(cfg, stopped, progress=False).finished
+    flip_middle(tokens.tokens_path(str(docs), "validation", 300, tokenizer))
+    with pytest.raises(CheckpointError, match="validation tokens"):
+        load_run(finished)
+
+
+@pytest.mark.parametrize("edit, facts", [
+    (lambda meta: dict(meta, finished=True), ["finished: True at step 6 of max_steps 12"]),
+    (lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2)), ["config_hash"]),
+    (lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2), config_hash="0123456789"), ["named after config hash"]),
+    (lambda meta: dict(meta, files=dict(model="model-0000003.safetensors", optimizer=meta["files"]["optimizer"])),
+     ["files.model", "step 6"]),
+    (lambda meta: {k: v for k, v in meta.items() if k != "sha256"}, ["sha256: missing"]),
+    (lambda meta: {k: v for k, v in meta.items() if k != "model_version"}, ["model version 1", "Retrain"]),
+])
+def test_meta_that_contradicts_its_run_is_refused(tmp_path, capsys, edit, facts):
+    "meta.json is checked against itself and its folder: hand-edited progress or config is not believed."
+    cfg = TrainConfig(**TINY)
+    out = run_dir(cfg)  # named after its config hash
+    partial_run(out, steps=6)
+    meta_path = out / "meta.json"
+    meta_path.write_text(json.dumps(edit(json.loads(meta_path.read_text()))))
+    before = snapshot(out)
+    for use in (lambda: train(cfg, out, progress=False), lambda: load_run(out)):
+        with pytest.raises(CheckpointError) as error:
+            use()
+        assert str(out) in str(error.value) and all(fact in str(error.value) for fact in facts), error.value
+        assert "--force" in str(error.value), error.value
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out], capsys)
+    assert code == 1 and str(out) in err, err
+    assert snapshot(out) == before
+
+
+def test_misplaced_folders_and_mismatched_shapes_are_named(tmp_path, capsys):
+    "A folder where a run file belongs, a folder that is not a run, weights of another shape, lengths given as a string."
+    out, cfg = tmp_path / "run", partial_run(tmp_path / "run", steps=6)
+    config = write_config(tmp_path / "tiny.yaml")
+    for name in ("meta.json", "metrics.jsonl"):
+        (out / name).rename(tmp_path / name)
+        (out / name).mkdir()
+        before = snapshot(out)
+        code, err = posenc_train(["--config", config, "--out", out], capsys)
+        assert code == 1 and f"{out / name} is a folder" in err and "move it elsewhere" in err, err
+        assert snapshot(out) == before
+        (out / name).rmdir()
+        (tmp_path / name).rename(out / name)
+
+    meta = read_meta(out)
+    wider = dict(meta["config"], d_model=2 * TINY["d_model"])  # config and hash edited together, in a folder not named after it
+    (out / "meta.json").write_text(json.dumps(dict(meta, config=wider, config_hash=config_hash(TrainConfig.from_dict(wider)))))
+    with pytest.raises(CheckpointError) as error:
+        load_run(out)
+    message = str(error.value)
+    assert str(out / meta["files"]["model"]) in message and "[32] in the file, [64] in the model" in message, message
+    assert message.count(" in the file") == 3 and "more" in message and "--force" in message, message
+
+    with pytest.raises(CheckpointError, match="is not a run folder"):
+        load_run(tmp_path)  # holds tiny.yaml: training there would be refused too
+    model = train(cfg, tmp_path / "finished", progress=False).model
+    with pytest.raises(ValueError, match="context_lengths must be a list of ints.*got '64'"):
+        perplexity_by_length(model, torch.arange(200), "64")
+
+
 def test_damaged_metrics_line_does_not_stop_the_resume(tmp_path, uninterrupted):
     out = tmp_path / "run"
     cfg = partial_run(out, steps=6)
@@ -239,13 +333,14 @@ def filling_the_disk(error: Exception, on_call: int):
 @pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
                                    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 662")])
 def test_full_disk_while_checkpointing(tmp_path, capsys, monkeypatch, uninterrupted, error):
-    "torch reports a full disk without an errno (second case): the free space tells."
+    """torch reports a full disk without an errno (second case), and once its half-written file is removed the disk has
+    room again: torch's words tell."""
     out = tmp_path / "run"
     config = write_config(tmp_path / "tiny.yaml")
     monkeypatch.setattr(torch, "save", filling_the_disk(error, on_call=2))  # the checkpoint of step 6
     if isinstance(error, RuntimeError):
         real_usage = shutil.disk_usage
-        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=4096))
+        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=1 << 30))  # the half file is gone
     code, err = posenc_train(["--config", config, "--out", out], capsys)
     assert code == 1 and "disk is full" in err and "step 6" in err and "step 3" in err, err
     assert sorted(p.name for p in out.iterdir()) == ["meta.json", "metrics.jsonl", "model-0000003.safetensors",
