@@ -17,7 +17,7 @@ from IPython.display import display
 from .attention import (AttentionMap, all_attention, as_words, encode_words, permutation_gap, plot_attention,
                                  shuffle_words, token_order)
 from .checks import check_attention_layer, check_head
-from .checkpoint import Run, load_run, read_meta, runs_dir
+from .checkpoint import CheckpointError, Run, load_run, read_meta, runs_dir
 from .plots import add_caption, new_figure
 
 # %% auto #0
@@ -26,10 +26,18 @@ __all__ = ['DEFAULT_SENTENCE', 'find_runs', 'run_label', 'as_run', 'shuffle_orde
            'explore']
 
 # %% ../nbs/17_explore.ipynb #9224caaa
+def _loadable(folder: Path) -> bool:
+    "Whether `folder` holds a run this version can load (`read_meta` refuses runs of older versions, or edited ones)."
+    try:
+        return read_meta(folder) is not None
+    except CheckpointError:
+        return False
+
+
 def find_runs(root=None) -> list[Path]:
-    "The run folders (with a `meta.json`) directly under `root` (default: `runs_dir()`), by name."
+    "The run folders directly under `root` (default: `runs_dir()`) that this version can load, by name."
     root = Path(root) if root is not None else runs_dir()
-    return sorted(p for p in root.glob("*") if (p / "meta.json").is_file()) if root.is_dir() else []
+    return sorted(p for p in root.glob("*") if _loadable(p)) if root.is_dir() else []
 
 
 def run_label(run) -> str:

@@ -420,8 +420,9 @@ def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatc
     nbformat.write(nb, experiments / "01_only.ipynb")
 
     def interrupted(notebook, output, parameters):
-        Path(parameters["out_dir"]).mkdir(parents=True)
-        (Path(parameters["out_dir"]) / "half.csv").write_text("a\n")
+        staging = Path(notebook).parent / parameters["out_dir"]  # the notebook's folder, relative to its own
+        staging.mkdir(parents=True)
+        (staging / "half.csv").write_text("a\n")
         raise KeyboardInterrupt
     monkeypatch.setattr(reproduce, "run_notebook", interrupted)
     out = tmp_path / "figs"
