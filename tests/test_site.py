@@ -210,5 +210,5 @@ def test_home_page_takes_each_claim_from_the_readme():
     assert pages["index.md"].count("\n## ") == len(claims) and "## Budget" not in pages["index.md"]
     assert "## The cpu profile" in pages["setup.md"] and "### Budget" in pages["setup.md"]
     assert "(figures/notebooks/" not in pages["index.md"] + pages["setup.md"]  # pointed at the site's own pages
-    table = next(l for l in readme.splitlines() if l.startswith("| ALiBi |"))
+    table = next(l for l in readme[readme.index("## Results"):].splitlines() if l.startswith("| ALiBi |"))
     assert table in pages["index.md"]  # the numbers are the README's, copied at build time, never retyped
