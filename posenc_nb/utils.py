@@ -45,7 +45,10 @@ def project_dir(env: str, in_repo: str, cached: str) -> Path:
 def file_lock(path: Path):
     "Hold a lock beside `path`, so that processes sharing the data folder build it once rather than concurrently."
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(path.name + ".lock"), "w") as handle:
+    lock = path.with_name(path.name + ".lock")
+    if lock.is_dir():
+        raise RuntimeError(f"{lock} is a folder where a lock file belongs; move it away (nothing else is in use), then rerun")
+    with open(lock, "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 
@@ -144,6 +147,9 @@ def _describe(error: Exception) -> str:
     if disk_full(error):
         return (f"the disk is full ({error}). Free some space (`df -h` shows where) and rerun the same command: "
                 "what was finished is kept, and a run resumes from its last checkpoint.")
+    if isinstance(error, (PermissionError, NotADirectoryError, IsADirectoryError)) and error.filename:  # the OS's own words
+        return (f"{error.filename}: {error.strerror.lower()}. Choose a path in a folder you can write to (or fix its "
+                "permissions), then rerun the same command: what was finished is kept.")
     if isinstance(error, (ValueError, RuntimeError, OSError)):  # the project's errors, each written for the user
         return str(error)
     return f"unexpected {type(error).__name__}: {error}. Rerun with POSENC_DEBUG=1 for the traceback, and report it."
