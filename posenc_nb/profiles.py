@@ -222,12 +222,19 @@ def committed_figures() -> Path:
     return (REPO_ROOT / DEFAULT_OUT["cpu"]).resolve()
 
 
+def _unknown_parameters(namespace: dict, known) -> list[tuple[str, str]]:
+    "Values in a notebook's `namespace` that no profile sets: what papermill injects for a misspelt `-p`/`-y` key."
+    values = (str, int, float, bool, list, dict, type(None))  # a parameter's types; imports and functions are not values
+    return [(k, f"not a parameter of the experiment notebooks{suggest(k, known)}") for k, v in namespace.items()
+            if isinstance(v, values) and k == k.lower() and not k.startswith("_") and k not in known]  # constants are upper case
+
+
 def check_parameters(namespace: dict):
     """What every experiment notebook calls first, with its `globals()`: `ConfigError` (a ValueError) naming each bad
-    parameter; and a refusal to write results other than the cpu profile's over the committed figures."""
+    or unknown parameter; and a refusal to write results other than the cpu profile's over the committed figures."""
     cpu = dict(PROFILES["cpu"], profile="cpu")
     params = {k: namespace[k] for k in ("out_dir", *cpu) if k in namespace}
-    problems = parameter_problems(params)
+    problems = _unknown_parameters(namespace, ["out_dir", *cpu]) + parameter_problems(params)
     differ = [k for k in cpu if k in params and params[k] != cpu[k]]
     if not problems and differ and Path(params.get("out_dir", ".")).resolve() == committed_figures():
         problems.append(("out_dir", f"{params['out_dir']!r} is the committed figures folder, {committed_figures()}, and "

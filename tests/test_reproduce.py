@@ -204,6 +204,16 @@ def test_real_notebook_checks_its_parameters_first(tmp_path):
     assert not (tmp_path / "f").exists()
 
 
+def test_real_notebook_refuses_an_unknown_parameter(tmp_path):
+    "papermill run by hand with a misspelt key (which papermill itself only warns about) is refused, naming the key."
+    notebook = EXPERIMENTS_DIR / "08_appendix.ipynb"
+    params = dict(notebook_parameters(notebook, dict(SMOKE, profile="smoke", out_dir=str(tmp_path / "f"))), eval_tokenz=64)
+    with pytest.raises(ReproductionError) as error:
+        run_notebook(notebook, tmp_path / "executed.ipynb", params)
+    assert error.value.cell == 3 and "eval_tokenz" in str(error.value) and "eval_tokens" in str(error.value), error.value
+    assert not (tmp_path / "f").exists()
+
+
 def test_hand_run_never_overwrites_the_committed_figures(tmp_path):
     "The README's papermill example aimed at the committed folder with other eval_lengths: refused before anything runs."
     before = {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()}
