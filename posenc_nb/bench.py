@@ -341,6 +341,18 @@ def run_benchmark(
               f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after", ""]
     return "\n".join(header + lines + ["### Goals", *goals])
 
+# %% ../nbs/15_bench.ipynb #51759d21
+def _kind_problems(overrides: dict, keys) -> list[tuple[str, str]]:
+    "`(key, problem)` for each value of `overrides` of another kind than its default in `keys` (a signature's parameters)."
+    def same_kind(value, default):
+        if default is None or isinstance(default, bool):
+            return default is None or isinstance(value, bool)
+        if isinstance(default, (int, float)):
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return isinstance(value, (list, tuple)) if isinstance(default, (list, tuple)) else isinstance(value, type(default))
+    return [(k, f"{v!r} is not of the kind of its default, {keys[k].default!r}") for k, v in overrides.items()
+            if k in keys and not same_kind(v, keys[k].default)]
+
 # %% ../nbs/15_bench.ipynb #c9e1a3b5
 def main(argv=None):
     "Command line: `posenc-bench [key=value ...] [--threads N] [--out FILE]`, keys those of `run_benchmark`; prints a markdown report."
@@ -358,8 +370,9 @@ def main(argv=None):
         if args.threads:
             torch.set_num_threads(args.threads)
         overrides = parse_overrides(args.overrides)
-        if unknown := [k for k in overrides if k not in keys]:
-            raise ConfigError([(k, f"not a benchmark argument{suggest(k, keys)}") for k in unknown])
+        if problems := [(k, f"not a benchmark argument{suggest(k, keys)}") for k in overrides if k not in keys] + \
+                       _kind_problems(overrides, keys):
+            raise ConfigError(problems)
         report = run_benchmark(**overrides)
         print(report)
         if args.out:

@@ -19,7 +19,8 @@ def posenc_bench(*args: str) -> str:
 
 
 @pytest.mark.parametrize("arg, key", [("encodings=[t6]", "encodings"), ("sections=[speed]", "sections"),
-                                      ("train_profile=tiny", "train_profile"), ("stepz=3", "stepz"), ("steps", "steps")])
+                                      ("train_profile=tiny", "train_profile"), ("stepz=3", "stepz"), ("steps", "steps"),
+                                      ("steps=abc", "steps")])
 def test_bad_argument_is_refused_naming_the_key(capsys, arg, key):
     assert main([arg]) == 2
     assert f"{key}: " in capsys.readouterr().err
