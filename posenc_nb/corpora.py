@@ -8,12 +8,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
-import io
 import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import datasets
@@ -94,13 +93,40 @@ def corpus_key(corpus: str | Path) -> str:
     return f"local-{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.resolve().name)}-{fingerprint}"
 
 # %% ../nbs/03_corpora.ipynb #b4d6f8a0
-def _byte_lines(file: Path):
-    "`file` opened to read its lines as bytes, decompressed as they are read (`.gz`; `.zst`, as The Pile ships)."
-    if file.name.endswith(".zst"):
-        import zstandard
+def _zst_chunks(file: Path, size: int = 1 << 20) -> Iterator[bytes]:
+    """The decompressed bytes of a `.zst` file, frame after frame. A last frame cut short raises `EOFError`: zstandard's
+    stream reader ends such a file in silence, as if it were whole."""
+    import zstandard
 
-        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(file.open("rb")))
-    return gzip.open(file, "rb") if file.name.endswith(".gz") else file.open("rb")
+    decoder = zstandard.ZstdDecompressor().decompressobj()
+    with file.open("rb") as raw:
+        while chunk := raw.read(size):
+            while chunk:
+                if decoder.eof:  # the previous frame is complete: the next one starts here
+                    decoder = zstandard.ZstdDecompressor().decompressobj()
+                yield decoder.decompress(chunk)
+                chunk = decoder.unused_data if decoder.eof else b""
+    if not decoder.eof:
+        raise EOFError("its last zstandard frame is cut short")
+
+
+def _split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    "The lines (each with its newline, the last perhaps without) of the bytes in `chunks`."
+    pending = b""
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield from (line + b"\n" for line in lines)
+    if pending:
+        yield pending
+
+
+def _byte_lines(file: Path) -> Iterator[bytes]:
+    "The lines of `file` as bytes, decompressed as they are read (`.gz`; `.zst`, as The Pile ships)."
+    if file.name.endswith(".zst"):
+        yield from _split_lines(_zst_chunks(file))
+        return
+    with gzip.open(file, "rb") if file.name.endswith(".gz") else file.open("rb") as lines:
+        yield from lines
 
 
 def _codec_errors(file: Path) -> tuple[type[Exception], ...]:
@@ -125,9 +151,8 @@ def _numbered_lines(file: Path) -> Iterator[tuple[int, str]]:
     "`(number, line)` for each line of a JSON Lines file; one that cannot be read says which file, where and what to do."
     number, kind = 0, {".gz": "gzip", ".zst": "zstandard"}.get(file.suffix)
     try:
-        with _byte_lines(file) as lines:
-            for number, line in enumerate(lines, 1):
-                yield number, _utf8(line, file, number)
+        for number, line in enumerate(_byte_lines(file), 1):
+            yield number, _utf8(line, file, number)
     except _codec_errors(file) as error:
         what = f"a damaged or cut-short {kind} file" if kind else "unreadable"
         raise ValueError(f"{file} is {what} ({type(error).__name__}: {error}; read up to line {number}): download or "

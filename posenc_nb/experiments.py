@@ -12,16 +12,19 @@ import numpy as np
 import pandas as pd
 
 from .checkpoint import Run, run_dir
+from .evaluate import CONTEXT_USE, context_use
 from .grids import Grid, model_parameters, shared_runs
 from .paper import gap_report, nopos_gap
+from .probe import probe_layers
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              savefig, style_axes)
 from .scores import final_val_loss, runs_perplexity, training_tokens, validation_baseline
 from .seeds import gap_trend, gap_verdicts, per_seed, seed_summary
 
 # %% auto #0
-__all__ = ['save_table', 'table_runs', 'perplexity_grid', 'core_seed_spread', 'table_verdicts', 'plot_grouped_bars',
-           'plot_seed_bars', 'save_training_curves']
+__all__ = ['PROBE_SANITY', 'save_table', 'table_runs', 'perplexity_grid', 'core_seed_spread', 'table_verdicts',
+           'plot_grouped_bars', 'plot_seed_bars', 'save_training_curves', 'budget_criteria', 'budget_passes',
+           'chosen_budget']
 
 # %% ../nbs/13_experiments.ipynb #1e5cfdef
 def save_table(df: pd.DataFrame, path, columns) -> Path:
@@ -159,3 +162,29 @@ def save_training_curves(runs, path, profile: str) -> list[Path]:
     add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})), tokens,
                              [r.config.seed for r in runs], **same))
     return savefig(fig, path)
+
+# %% ../nbs/13_experiments.ipynb #b7d1c0a2
+PROBE_SANITY = 0.25  # the learned model's last layer must place a token within a quarter of the middle guess's error
+
+
+def budget_criteria(run: Run, train_tokens, eval_tokens, probe_sequences: int = 2048, probe_epochs: int = 2,
+                    max_tokens: int | None = None, seed: int = 0) -> dict:
+    "The positive arm's two measurements on one pilot run: context use on the same targets, and a probe on its last layer."
+    cfg, model = run.config, run.model
+    use = context_use(model, eval_tokens, short=cfg.seq_len // 4, long=cfg.seq_len, max_tokens=max_tokens).iloc[0]
+    probe = probe_layers(model, train_tokens, eval_tokens, cfg.seq_len, layers=[cfg.model_config().n_layer], kinds=["mlp"],
+                         n_train=probe_sequences, epochs=probe_epochs, seed=seed).iloc[0]
+    return dict(steps=cfg.max_steps, train_tokens=training_tokens(run), short_length=cfg.seq_len // 4, context_ratio=use.ratio,
+                context_gain_nats=use.gain_nats, probe_layer=probe.layer, probe_median_mad=probe.median_mad,
+                middle_mad=probe.middle_mad, run=run.name)
+
+
+def budget_passes(pilot: pd.DataFrame) -> pd.Series:
+    "Which rows of `pilot` (`budget_criteria`'s) meet both criteria."
+    return (pilot.context_ratio <= CONTEXT_USE) & (pilot.probe_median_mad <= PROBE_SANITY * pilot.middle_mad)
+
+
+def chosen_budget(pilot: pd.DataFrame) -> int | None:
+    "The fewest steps in `pilot` that meet both criteria; None when no candidate does."
+    passed = pilot[budget_passes(pilot)]
+    return int(passed.steps.min()) if len(passed) else None

@@ -44,6 +44,7 @@ DEFAULT_OUT = {"smoke": "runs/smoke-figures", "cpu": "figures", "paper": "runs/p
 PROFILES["smoke"] = dict(
     _COMMON,
     train_settings=dict(TRAIN_PRESETS["smoke"]),
+    budget_steps=[2, 4],  # the smoke models' 4 steps, and fewer
     seeds=[0, 1],  # two, so that every mean +- std path runs
     unigram_margin=-3.0,  # four steps learn next to nothing: only check no model is broken (within 3 nats above)
     corpora=["shakespeare", "brown"],
@@ -65,28 +66,27 @@ PROFILES["smoke"] = dict(
 # %% ../nbs/05b_profiles.ipynb #2b349e31
 PROFILES["cpu"] = dict(
     _COMMON,
-    # The core five: 4 layers of width 128 (the probe needs layers to follow), 400 steps of 16 x 128 tokens (0.8M tokens,
-    # half an epoch of Shakespeare), about 2 minutes per model on one thread. Chosen to fit the profile's 90 minutes with
-    # 3 seeds (51 models in all: `posenc-reproduce plan`), not to make any encoding look good; README "Budget" says what it buys.
-    train_settings=dict(model="cpu-core", vocab_size=2048, seq_len=128, batch_size=16, lr=3e-3,
-                        min_lr=2e-4, warmup_steps=40, max_steps=400, eval_interval=100, eval_batches=8,
-                        log_interval=10, checkpoint_interval=100),
+    # The core five on raw UTF-8 bytes (a 259-entry vocabulary: the 256 bytes and the specials, no merges), 4 layers of
+    # width 128 (the probe needs layers to follow), 16 x 128 bytes a step. On a 2,048-entry BPE, 400 steps left the models
+    # order-blind (README, "Why bytes"). max_steps is the budget pilot's choice from `budget_steps` (00_budget_pilot: the
+    # fewest steps at which the learned-position model uses its context and holds position), fixed before any other
+    # encoding trained; the notebook stops if the two disagree.
+    train_settings=dict(model="cpu-core", vocab_size=259, seq_len=128, batch_size=16, lr=3e-3, min_lr=2e-4,
+                        warmup_steps=40, max_steps=2000, eval_interval=250, eval_batches=8, log_interval=10,
+                        checkpoint_interval=250),
+    budget_steps=[1000, 1500, 2000],
     seeds=[0, 1, 2],
     unigram_margin=0.5,  # nats every model's validation loss must sit below the unigram baseline
     corpora=["shakespeare", "brown"],
     model_sizes={"d64": dict(d_model=64), "d96": dict(d_model=96), "d128": dict(d_model=128)},  # d128: the core shape
     train_lengths=[64, 128, 256],
-    # the blog's range, to 8x the training length: 2048 as well cost about 3 of the profile's 90 minutes
-    eval_lengths=[32, 64, 128, 256, 512, 1024],
+    eval_lengths=[32, 64, 128, 256, 512, 1024],  # the blog's range, to 8x the training length
     beyond_eval_lengths=[128, 512, 1024],  # 1x, 4x, 8x: the other lengths are in 01_extrapolation
-    # the paper's non-overlapping windows only: the sliding protocol would double the cost of scoring 15 models
-    # over the whole split at 7 lengths (about 2 CPU-minutes more per model, measured in 09_evaluate)
+    # the paper's non-overlapping windows only: context use is measured on the same targets in 01_extrapolation
     eval_protocol="nonoverlapping",
     sliding_stride=None,  # half the context: every scored token sees at least half a context of history
-    probe_sequences=2048,  # fresh training windows, each seen at most probe_epochs times
-    # half the causal recipe's steps (0.4M tokens): 12 masked LMs at the causal budget do not fit the profile's 90
-    # minutes (the paper gives its masked LMs 4x the causal batch)
-    mlm_settings=dict(max_steps=200, warmup_steps=20),
+    probe_sequences=2048,  # fresh training windows
+    mlm_settings=dict(max_steps=1000, warmup_steps=20),
     train_jobs=2,  # two models side by side, one thread each: faster on 2 cores than one model on both (posenc-bench)
 )
 
@@ -99,6 +99,7 @@ PROFILES["paper"] = dict(
     train_settings=dict(model="gpt3-1.3b", vocab_size=50257, seq_len=1024, batch_size=256, grad_accum=8, lr=2e-3,
                         min_lr=2e-4, warmup_steps=500, max_steps=10_000, weight_decay=0.01, dropout=0.0,
                         eval_interval=500, eval_batches=20, log_interval=10, checkpoint_interval=500),
+    budget_steps=[10_000],  # the paper's budget, checked on its learned model
     seeds=[0, 1, 2, 3, 4],
     unigram_margin=1.0,
     corpora=["wikitext-103"],
@@ -124,6 +125,7 @@ PROFILES["gpu"] = dict(
     train_settings=dict(model="gpt3-125m", vocab_size=16384, seq_len=512, batch_size=64, lr=6e-4, min_lr=6e-5,
                         warmup_steps=80, max_steps=800, dtype="bfloat16", eval_interval=250, eval_batches=20,
                         log_interval=10, checkpoint_interval=250),
+    budget_steps=[400, 800],
     seeds=[0, 1, 2],
     unigram_margin=1.0,
     corpora=["wikitext-103"],  # the tables reuse the core runs where they can: one corpus, the core's
@@ -157,7 +159,8 @@ _RULES = {  # parameter: (check, what it must be)
     **dict.fromkeys(["seeds", "table_seeds"], (_list_of(_natural), "a non-empty list of integer seeds >= 0")),
     **dict.fromkeys(["encodings", "table_encodings", "mlm_encodings"],
                     (_list_of(lambda e: e in ENCODINGS), f"a non-empty list of encodings from {list(ENCODINGS)}")),
-    **dict.fromkeys(["train_lengths", "eval_lengths", "beyond_eval_lengths"], (_list_of(_count), "a non-empty list of positive integers")),
+    **dict.fromkeys(["train_lengths", "eval_lengths", "beyond_eval_lengths", "budget_steps"],
+                    (_list_of(_count), "a non-empty list of positive integers")),
     "beyond_encodings": (lambda v: v is None or _list_of(lambda e: e in ENCODINGS)(v), f"null (every encoding) or a list from {list(ENCODINGS)}"),
     "rope_scalings": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of RoPE scaling names"),
     **dict.fromkeys(["probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments"],
@@ -193,6 +196,9 @@ def _settings_problems(p: dict) -> list[tuple[str, str]]:
     if cfg.seq_len not in p.get("eval_lengths", [cfg.seq_len]):
         problems.append(("eval_lengths", f"{p['eval_lengths']} omit the training length {cfg.seq_len} (train_settings' "
                                          "seq_len), which every comparison is relative to; add it"))
+    if cfg.max_steps not in p.get("budget_steps", [cfg.max_steps]):
+        problems.append(("budget_steps", f"{p['budget_steps']} omit the core's max_steps {cfg.max_steps}: the budget "
+                                         "pilot must try the budget the core models train for; add it"))
     if odd := [n for n in p.get("train_lengths", []) if cfg.seq_len * cfg.batch_size % n]:
         problems.append(("train_lengths", f"{odd} do not divide the {cfg.seq_len * cfg.batch_size} tokens of a "
                                           "training batch (seq_len x batch_size), which every length keeps"))
