@@ -25,7 +25,8 @@ __all__ = ['POWER_LAWS', 'FLOOR_LAW', 'LAYER_AXIS', 'LEGEND_BELOW', 'visible_key
            'attention_module', 'edited_attention', 'attention_output', 'output_center', 'output_deviation',
            'spread_by_position', 'law_curve', 'power_law_fits', 'plot_spread', 'deviation_features', 'counting_probes',
            'series_colors', 'plot_counting_probes', 'equalised_deviation', 'equalised_deviations', 'uniform_attention',
-           'model_perplexity', 'intervention_effects', 'plot_interventions']
+           'replaced_attention_output', 'mean_attention_output', 'shuffled_attention_output', 'model_perplexity',
+           'intervention_effects', 'plot_interventions']
 
 # %% ../nbs/16_counting.ipynb #961e31c1
 def visible_keys(model, seq_len: int) -> torch.Tensor:
@@ -250,6 +251,27 @@ def uniform_attention(model, layer: int):
             probs = ((keep.tril() if module.causal else keep) / seen).to(probs).expand_as(probs)
         return module.resid_drop(module.proj(mixed)), probs
     return edited_attention(model, layer, edit)
+
+# %% ../nbs/16_counting.ipynb #5d2f8a47
+def replaced_attention_output(model, layer: int, replace):
+    "Context: block `layer`'s attention output `(B, T, d_model)` replaced by `replace(output)`; probabilities untouched."
+    return edited_attention(model, layer, lambda module, inputs, output: (replace(output[0]), output[1]))
+
+
+def mean_attention_output(model, layer: int):
+    "Context: block `layer`'s attention output at every position set to its mean over the sequence's positions."
+    return replaced_attention_output(model, layer, lambda output: output.mean(1, keepdim=True).expand_as(output))
+
+
+def shuffled_attention_output(model, layer: int, seed: int = 0):
+    "Context: block `layer`'s attention output permuted across the positions of each sequence (permutations from `seed`)."
+    generator = torch.Generator().manual_seed(seed)
+
+    def shuffle(output):
+        batch, length = output.shape[:2]
+        order = torch.stack([torch.randperm(length, generator=generator) for _ in range(batch)]).to(output.device)
+        return output.gather(1, order[..., None].expand_as(output))
+    return replaced_attention_output(model, layer, shuffle)
 
 # %% ../nbs/16_counting.ipynb #e95f639f
 def model_perplexity(model, tokens, seq_len: int, max_tokens: int | None = None, seed: int = 0) -> float:
