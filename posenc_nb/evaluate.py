@@ -23,9 +23,10 @@ from .plots import add_caption, encoding_color, encoding_label, new_figure, plot
 from .utils import frozen, model_device, positive_int
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'rows_per_batch', 'window_nll', 'perplexity_by_length',
-           'plot_perplexity', 'masked_sequences', 'masked_perplexity', 'permuted_positions', 'loss_by_position',
-           'plot_loss_by_position', 'shuffle_prefix', 'word_order_losses', 'plot_word_order']
+__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'WORD_ORDER_LOSSES', 'SHADES', 'model_encoding', 'rows_per_batch', 'window_nll',
+           'perplexity_by_length', 'plot_perplexity', 'context_use_ends', 'context_windows', 'context_use',
+           'masked_sequences', 'masked_perplexity', 'permuted_positions', 'loss_by_position', 'plot_loss_by_position',
+           'shuffle_prefix', 'word_order_losses', 'plot_word_order']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -126,6 +127,49 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
         add_caption(fig, caption)
     return fig
 
+# %% ../nbs/09_evaluate.ipynb #c0e7a1d2
+def context_use_ends(n_tokens: int, long: int, stride: int, max_tokens: int | None = None) -> range:
+    """Index of the last token of each window: `stride` apart, the first where `long` tokens of context and a target
+    fit, at most `max_tokens // stride` of them (empty when even one does not fit)."""
+    n_windows = max(0, (n_tokens - 1 - long) // stride + 1)
+    if max_tokens is not None:
+        n_windows = min(n_windows, max_tokens // stride)
+    return range(long, long + n_windows * stride, stride)
+
+
+def context_windows(tokens, length: int, ends: Iterable[int], stride: int) -> Iterator[tuple[torch.Tensor, int]]:
+    "`eval_windows`-style `(ids, score_from)`: `length` tokens of context ending at each of `ends`, scoring the last `stride` targets."
+    for end in ends:
+        yield torch.from_numpy(np.asarray(tokens[end - length : end + 1], dtype=np.int64)), length - stride
+
+# %% ../nbs/09_evaluate.ipynb #c0e7a1d5
+def context_use(model, tokens, short: int = 32, long: int | None = None, stride: int = 16, max_tokens: int | None = None,
+                batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
+    """Next-token loss of the same targets after `short` and after `long` tokens of context (`long` None: the model's
+    `config.max_len`, its training context); one row, `ratio` = perplexity_long / perplexity_short."""
+    check_causal(model, True, "context use (a next-token loss)")
+    long = model.config.max_len if long is None else long
+    short, long, stride = positive_int(short, "short"), positive_int(long, "long"), positive_int(stride, "stride")
+    if stride > short:
+        raise ValueError(f"stride={stride} is longer than short={short}: a short window scores its last `stride` targets, "
+                         "so give a stride of at most short")
+    if short >= long:
+        raise ValueError(f"short={short} is not shorter than long={long}: give a short context below the long one")
+    check_context_length(model, long)
+    tokens = check_tokens(model, tokens)
+    ends = context_use_ends(len(tokens), long, stride, max_tokens)
+    if not ends:
+        raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not hold one window of long={long} tokens and "
+                         f"{stride} targets: give more tokens, a larger max_tokens or a shorter long context")
+    nll = {length: window_nll(model, context_windows(tokens, length, ends, stride), rows_per_batch(model, length, batch_size))
+           for length in (short, long)}
+    count = nll[long][1]
+    nll_short, nll_long = nll[short][0] / count, nll[long][0] / count
+    return pd.DataFrame([dict(encoding=model_encoding(model, encoding), short_length=short, long_length=long, stride=stride,
+                              tokens_scored=count, nll_short=nll_short, nll_long=nll_long,
+                              perplexity_short=math.exp(nll_short), perplexity_long=math.exp(nll_long),
+                              ratio=math.exp(nll_long - nll_short), gain_nats=nll_short - nll_long)])
+
 # %% ../nbs/09_evaluate.ipynb #6d1ea603
 def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0.15, seed: int = 0,
                      max_tokens: int | None = None, specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -179,11 +223,12 @@ def permuted_positions(model, seed: int = 0):
 # %% ../nbs/09_evaluate.ipynb #f3f4bc5b
 def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max_tokens: int | None = None,
                      batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
-    "Mean next-token loss (nats) in `n_buckets` consecutive segments of full `context_length` windows."
+    "Mean next-token loss (nats) at position 0, then in `n_buckets` consecutive segments of positions 1.. of full `context_length` windows."
     context_length = check_context_length(model, context_length)
     n_buckets = positive_int(n_buckets, "n_buckets")
-    if n_buckets > context_length:
-        raise ValueError(f"n_buckets={n_buckets} is more than the {context_length} positions of the context")
+    if n_buckets >= context_length:
+        raise ValueError(f"n_buckets={n_buckets} is more than the {context_length - 1} positions after position 0 of the "
+                         f"context: give at most {context_length - 1} buckets or a longer context")
     check_causal(model, True, "next-token loss by position")
     tokens = check_tokens(model, tokens)
     windows = eval_windows(tokens, context_length, max_tokens=max_tokens)
@@ -199,15 +244,16 @@ def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max
         raise ValueError(f"no full {context_length}-token window in {len(tokens)} tokens (max_tokens={max_tokens}): "
                          "give more tokens or a shorter context")
     mean_loss = loss_sum / n_windows
+    buckets = [np.array([0]), *np.array_split(np.arange(1, context_length), n_buckets)]  # position 0 alone
     rows = [dict(encoding=model_encoding(model, encoding), context_length=context_length, bucket=b, start=int(pos[0]),
-                 end=int(pos[-1]) + 1, loss=mean_loss[pos].mean().item(), tokens_scored=n_windows * len(pos))
-            for b, pos in enumerate(np.array_split(np.arange(context_length), n_buckets))]
+                 end=int(pos[-1]) + 1, segment=f"{pos[0]}-{pos[-1]}" if len(pos) > 1 else str(pos[0]),
+                 loss=mean_loss[pos].mean().item(), tokens_scored=n_windows * len(pos))
+            for b, pos in enumerate(buckets)]
     return pd.DataFrame(rows)
 
 
 def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None):
-    "Loss per context segment, one line per encoding (the paper's appendix Fig. 4)."
-    df = df.assign(segment=lambda d: d.start.astype(str) + "-" + (d.end - 1).astype(str))
+    "Loss at position 0 and per context segment after it, one line per encoding (the paper's appendix Fig. 4)."
     fig, ax = new_figure()
     plot_by_encoding(ax, df, "bucket", "loss")
     ticks = df.drop_duplicates("bucket").sort_values("bucket")
@@ -218,18 +264,21 @@ def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None):
     return fig
 
 # %% ../nbs/09_evaluate.ipynb #fa121ddb
-def shuffle_prefix(window: torch.Tensor, target: int, rng: np.random.Generator) -> torch.Tensor:
-    "A copy of `window` with `window[:target - 1]` in another order (unless all its tokens are equal); `target - 1` on stays."
-    if not 3 <= target <= len(window):
-        raise ValueError(f"target={target} must be between 3 (two tokens before target - 1 to shuffle) and the window "
-                         f"length {len(window)}")
-    prefix, shuffled = window[: target - 1], window.clone()
+def shuffle_prefix(window: torch.Tensor, target: int, rng: np.random.Generator, keep_last: bool = True) -> torch.Tensor:
+    """A copy of `window` with the prefix `window[:target]` in another order (unless all its tokens are equal); with
+    `keep_last`, `window[target - 1]` (the token the target is predicted from) stays and only the tokens before it move."""
+    lowest = 3 if keep_last else 2  # two tokens to shuffle
+    if not lowest <= target <= len(window):
+        raise ValueError(f"target={target} must be between {lowest} (two tokens to shuffle{' before target - 1' if keep_last else ''}) "
+                         f"and the window length {len(window)}")
+    n_shuffled = target - 1 if keep_last else target
+    prefix, shuffled = window[:n_shuffled], window.clone()
     if (prefix == prefix[0]).all():  # one token repeated: no order to change
         return shuffled
-    order = torch.as_tensor(rng.permutation(target - 1))
+    order = torch.as_tensor(rng.permutation(n_shuffled))
     while torch.equal(prefix[order], prefix):  # a permutation can leave repeated tokens as they were
-        order = torch.as_tensor(rng.permutation(target - 1))
-    shuffled[: target - 1] = prefix[order]
+        order = torch.as_tensor(rng.permutation(n_shuffled))
+    shuffled[:n_shuffled] = prefix[order]
     return shuffled
 
 # %% ../nbs/09_evaluate.ipynb #6353686b
@@ -247,7 +296,8 @@ def _losses_at(model, inputs: torch.Tensor, at: torch.Tensor, targets: torch.Ten
 
 def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, seed: int = 0, min_target: int = 5,
                       batch_size: int = 16, encoding: str | None = None) -> pd.DataFrame:
-    "Loss of sampled targets after their intact prefix and after the prefix shuffled by `shuffle_prefix` (one row per sample)."
+    """Loss of sampled targets after their intact prefix and after the prefix shuffled by `shuffle_prefix`, the last
+    token kept (`loss_shuffled_keep_last`) and not (`loss_shuffled_all`, the paper's form); one row per sample."""
     check_causal(model, True, "the word-order experiment (a next-token loss)")
     context_length = check_context_length(model, context_length)
     n_samples, min_target = positive_int(n_samples, "n_samples"), positive_int(min_target, "min_target")
@@ -261,32 +311,39 @@ def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, 
     starts = rng.integers(0, len(tokens) - context_length, n_samples)
     targets = rng.integers(min_target, context_length + 1, n_samples)
     intact = torch.as_tensor(np.stack([tokens[s : s + context_length + 1] for s in starts]).astype(np.int64))
-    shuffled = torch.stack([shuffle_prefix(window, target, rng) for window, target in zip(intact, targets)])
+    inputs = {"loss_intact": intact} | {
+        f"loss_shuffled_{form}": torch.stack([shuffle_prefix(window, target, rng, keep_last) for window, target in zip(intact, targets)])
+        for form, keep_last in (("keep_last", True), ("all", False))}
     at, next_tokens = torch.as_tensor(targets - 1), intact[torch.arange(n_samples), targets]
     return pd.DataFrame(dict(encoding=model_encoding(model, encoding), sample=np.arange(n_samples), start=starts,
-                             target_index=targets, loss_intact=_losses_at(model, intact[:, :-1], at, next_tokens, batch_size),
-                             loss_shuffled=_losses_at(model, shuffled[:, :-1], at, next_tokens, batch_size)))
+                             target_index=targets, **{column: _losses_at(model, ids[:, :-1], at, next_tokens, batch_size)
+                                                      for column, ids in inputs.items()}))
 
 # %% ../nbs/09_evaluate.ipynb #957a1bb1
+WORD_ORDER_LOSSES = {"loss_intact": "prefix intact", "loss_shuffled_keep_last": "shuffled, last token kept",
+                     "loss_shuffled_all": "whole prefix shuffled"}  # `word_order_losses` columns and what they mean
+SHADES = (0.25, 0.6, 0.95)  # one alpha per column: the more is shuffled, the darker
+
+
 def plot_word_order(df: pd.DataFrame, caption: str | None = None):
-    """Box plot of target loss with intact (light) vs shuffled (dark) prefix, a pair of boxes per encoding (the paper's
-    Fig. 5); with a `seed` column of several seeds, a diamond on each box: the mean over seeds of each seed's mean loss,
-    +- their standard deviation."""
-    encodings, columns = list(dict.fromkeys(df.encoding)), ["loss_intact", "loss_shuffled"]
-    fig, ax = new_figure(panel_size=(max(4.8, 1.2 * len(encodings)), 3.4))
+    """Box plot of target loss with the prefix intact (light), shuffled but for its last token, and shuffled whole
+    (dark), three boxes per encoding (the paper's Fig. 5 has the first and last); with a `seed` column of several seeds,
+    a diamond on each box: the mean over seeds of each seed's mean loss, +- their standard deviation."""
+    encodings, columns = list(dict.fromkeys(df.encoding)), list(WORD_ORDER_LOSSES)
+    fig, ax = new_figure(panel_size=(max(4.8, 1.6 * len(encodings)), 3.4))
     for i, name in enumerate(encodings):
-        rows, positions = df[df.encoding == name], [3 * i, 3 * i + 1]
+        rows, positions = df[df.encoding == name], [4 * i + k for k in range(len(columns))]
         boxes = ax.boxplot([rows[c] for c in columns], positions=positions, widths=0.8, patch_artist=True,
                            medianprops=dict(color="black"), flierprops=dict(markersize=3))
-        for box, alpha in zip(boxes["boxes"], (0.35, 0.9)):
+        for box, alpha in zip(boxes["boxes"], SHADES):
             box.set(facecolor=encoding_color(name), alpha=alpha)
         if "seed" in rows and rows.seed.nunique() > 1:
             per_seed = rows.groupby("seed")[columns].mean()
             ax.errorbar(positions, per_seed.mean(), yerr=per_seed.std(), fmt="D", color="black", ms=4, capsize=3,
                         label="mean +- std over seeds" if i == 0 else None)
-    ax.set_xticks([3 * i + 0.5 for i in range(len(encodings))], [encoding_label(e) for e in encodings])
-    style_axes(ax, "positional encoding (left box: prefix intact, right: shuffled)", "target loss (nats)")
-    shades = [Patch(color="0.4", alpha=alpha, label=kind) for alpha, kind in ((0.35, "prefix intact"), (0.9, "prefix shuffled"))]
+    ax.set_xticks([4 * i + 1 for i in range(len(encodings))], [encoding_label(e) for e in encodings])
+    style_axes(ax, "positional encoding (boxes in legend order)", "target loss (nats)")
+    shades = [Patch(color="0.4", alpha=alpha, label=kind) for alpha, kind in zip(SHADES, WORD_ORDER_LOSSES.values())]
     ax.legend(handles=ax.get_legend_handles_labels()[0] + shades, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     if caption:
         add_caption(fig, caption)

@@ -19,7 +19,7 @@ import torch
 from posenc_nb.attention import attention_maps, permutation_gap, plot_attention_grid, shuffle_words
 from posenc_nb.encodings import ENCODINGS, PositionalEncoding
 from posenc_nb.tokens import train_tokenizer
-from posenc_nb.evaluate import loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
+from posenc_nb.evaluate import context_use, loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.plots import plot_by_encoding, savefig, new_figure
 from posenc_nb.probe import probe_layers, probe_predictions
@@ -71,7 +71,8 @@ def small_tokens(tokens, vocab):
 # --- tokens that do not fit the model: every causal entry point checks them -----------------------------------------
 CAUSAL_ENTRY_POINTS = {
     "perplexity_by_length": lambda m, t: perplexity_by_length(m, t, [8]),
-    "loss_by_position": lambda m, t: loss_by_position(m, t, 8),
+    "context_use": lambda m, t: context_use(m, t, short=4, long=8, stride=2),
+    "loss_by_position": lambda m, t: loss_by_position(m, t, 8, n_buckets=4),
     "word_order_losses": lambda m, t: word_order_losses(m, t, 8, n_samples=4),
     "probe_layers": lambda m, t: probe_layers(m, t, t, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1),
     "probe_predictions": lambda m, t: probe_predictions(m, t, t, layer=1, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1),
@@ -101,8 +102,9 @@ def test_empty_split_masked(models):
 def test_the_attention_direction_each_analysis_needs(models, tokens):
     "A masked LM is refused by every next-token analysis and a causal LM by the masked one; each says which it needs."
     t = small_tokens(tokens, models["nopos"].config.vocab_size)
-    for call in (lambda: perplexity_by_length(models["mlm"], t, [8]), lambda: loss_by_position(models["mlm"], t, 8),
-                 lambda: word_order_losses(models["mlm"], t, 8, n_samples=4)):
+    for call in (lambda: perplexity_by_length(models["mlm"], t, [8]), lambda: loss_by_position(models["mlm"], t, 8, n_buckets=4),
+                 lambda: word_order_losses(models["mlm"], t, 8, n_samples=4),
+                 lambda: context_use(models["mlm"], t, short=4, long=8, stride=2)):
         assert "causal=True" in error_message(call)
     assert "causal=False" in error_message(lambda: masked_perplexity(models["nopos"], t, 8))
 
@@ -126,10 +128,11 @@ def test_tokenizer_of_another_vocabulary(tokenizer):
 @pytest.mark.parametrize("call", [
     lambda m, t, tok: loss_by_position(m, t, 2 * MAX_LEN),
     lambda m, t, tok: word_order_losses(m, t, 2 * MAX_LEN),
+    lambda m, t, tok: context_use(m, t, short=8, long=2 * MAX_LEN, stride=4),
     lambda m, t, tok: probe_layers(m, t, t, seq_len=2 * MAX_LEN),
     lambda m, t, tok: probe_predictions(m, t, t, layer=0, seq_len=2 * MAX_LEN),
     lambda m, t, tok: attention_maps(m, tok, " ".join(["cat"] * 2 * MAX_LEN), layer=1, head=0),
-], ids=["loss_by_position", "word_order", "probe_layers", "probe_predictions", "attention_maps"])
+], ids=["loss_by_position", "word_order", "context_use", "probe_layers", "probe_predictions", "attention_maps"])
 def test_learned_beyond_max_len_is_an_error_outside_perplexity(call, models, tokens, tokenizer):
     "perplexity_by_length reports NaN with a reason instead (nbs/09_evaluate); everything else refuses."
     model = models["learned"]
@@ -157,7 +160,8 @@ def test_a_length_limit_is_read_from_the_encoding(tokens, monkeypatch):
 def test_too_few_tokens_for_the_context(models, tokens):
     model = models["nopos"]
     few = small_tokens(tokens[:10], model.config.vocab_size)
-    for call in (lambda: loss_by_position(model, few, 64), lambda: probe_layers(model, few, few, seq_len=64)):
+    for call in (lambda: loss_by_position(model, few, 64), lambda: probe_layers(model, few, few, seq_len=64),
+                 lambda: context_use(model, few, short=8, long=64, stride=4)):
         message = error_message(call)
         assert number_in(64, message) and number_in(10, message), message  # the context and the tokens there are
 
