@@ -13,20 +13,21 @@ import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from torch import nn
 from matplotlib.patches import Patch
 
 from .checks import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
-from .encodings import Learned
+from .encodings import Learned, Sinusoidal
 from .batches import IGNORE, eval_windows, mask_for_mlm
 from .special_tokens import SpecialIds
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .utils import frozen, model_device, positive_int
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'WORD_ORDER_LOSSES', 'SHADES', 'model_encoding', 'rows_per_batch', 'window_nll',
-           'perplexity_by_length', 'plot_perplexity', 'context_use_ends', 'context_windows', 'context_use',
-           'masked_sequences', 'masked_perplexity', 'permuted_positions', 'loss_by_position', 'plot_loss_by_position',
-           'shuffle_prefix', 'word_order_losses', 'plot_word_order']
+__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'CONTEXT_USE', 'POSITION_TABLES', 'WORD_ORDER_LOSSES', 'SHADES', 'model_encoding',
+           'rows_per_batch', 'window_nll', 'perplexity_by_length', 'plot_perplexity', 'context_use_ends',
+           'context_windows', 'context_use', 'masked_sequences', 'masked_perplexity', 'permuted_positions',
+           'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix', 'word_order_losses', 'plot_word_order']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -143,6 +144,9 @@ def context_windows(tokens, length: int, ends: Iterable[int], stride: int) -> It
         yield torch.from_numpy(np.asarray(tokens[end - length : end + 1], dtype=np.int64)), length - stride
 
 # %% ../nbs/09_evaluate.ipynb #c0e7a1d5
+CONTEXT_USE = 0.97  # a model uses its context when, on the same targets, the whole context gives at most 0.97x the perplexity
+
+
 def context_use(model, tokens, short: int = 32, long: int | None = None, stride: int = 16, max_tokens: int | None = None,
                 batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
     """Next-token loss of the same targets after `short` and after `long` tokens of context (`long` None: the model's
@@ -203,13 +207,18 @@ def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed
                               tokens_scored=count, note=f"mask_prob={mask_prob}" if count else "no position was selected")])
 
 # %% ../nbs/09_evaluate.ipynb #67f3f2af
+POSITION_TABLES = (Learned, Sinusoidal)  # the encodings that add a vector per position (a row of a table) to the tokens
+
+
 @contextmanager
 def permuted_positions(model, seed: int = 0):
-    "Within the block, the rows of `model`'s learned position table are randomly permuted; yields the order, then restores them."
-    if not isinstance(model.pos, Learned):
-        raise ValueError(f"{model.pos.label} has no learned position table to permute: permuted_positions needs a model "
-                         "trained with pos_encoding='learned'")
-    weight = model.pos.table.weight
+    """Within the block, the rows of `model`'s table of positions (learned or sinusoidal) are randomly permuted; yields the
+    order, then restores them."""
+    if not isinstance(model.pos, POSITION_TABLES):
+        raise ValueError(f"{model.pos.label} has no table of positions to permute: permuted_positions needs a model trained "
+                         f"with pos_encoding {' or '.join(repr(c.name) for c in POSITION_TABLES)}")
+    table = model.pos.table
+    weight = table.weight if isinstance(table, nn.Embedding) else table  # a learned table, or the sinusoidal buffer
     saved = weight.detach().clone()
     order = torch.randperm(len(saved), generator=torch.Generator().manual_seed(seed))
     with torch.no_grad():

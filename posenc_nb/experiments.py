@@ -171,10 +171,11 @@ def budget_criteria(run: Run, train_tokens, eval_tokens, probe_sequences: int = 
                     max_tokens: int | None = None, seed: int = 0) -> dict:
     "The positive arm's two measurements on one pilot run: context use on the same targets, and a probe on its last layer."
     cfg, model = run.config, run.model
-    use = context_use(model, eval_tokens, short=cfg.seq_len // 4, long=cfg.seq_len, max_tokens=max_tokens).iloc[0]
+    short = cfg.seq_len // 4
+    use = context_use(model, eval_tokens, short=short, long=cfg.seq_len, stride=short // 2, max_tokens=max_tokens).iloc[0]
     probe = probe_layers(model, train_tokens, eval_tokens, cfg.seq_len, layers=[cfg.model_config().n_layer], kinds=["mlp"],
                          n_train=probe_sequences, epochs=probe_epochs, seed=seed).iloc[0]
-    return dict(steps=cfg.max_steps, train_tokens=training_tokens(run), short_length=cfg.seq_len // 4, context_ratio=use.ratio,
+    return dict(steps=cfg.max_steps, train_tokens=training_tokens(run), short_length=short, context_ratio=use.ratio,
                 context_gain_nats=use.gain_nats, probe_layer=probe.layer, probe_median_mad=probe.median_mad,
                 middle_mad=probe.middle_mad, run=run.name)
 

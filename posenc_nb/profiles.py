@@ -30,6 +30,7 @@ _COMMON = dict(
     rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
     train_jobs=1,  # models a notebook trains (and scores, and probes) side by side, each in a one-thread process
     eval_tokens=None,  # the whole validation split
+    context_use_tokens=None,  # targets scored with a short and a long context (None: the whole validation split)
     table_seeds=[0],  # Tables 1-3 and the encodings beyond the paper: one seed, labelled as such
     probe_eval_sequences=256,
     probe_epochs=2,
@@ -53,6 +54,7 @@ PROFILES["smoke"] = dict(
     eval_lengths=[16, 32, 64],
     beyond_eval_lengths=[16, 32, 64, 128, 256, 512],  # up to 16x the training length
     eval_tokens=512,
+    context_use_tokens=512,
     eval_protocol="both",
     sliding_stride=None,
     probe_sequences=8,
@@ -86,6 +88,7 @@ PROFILES["cpu"] = dict(
     eval_protocol="nonoverlapping",
     sliding_stride=None,  # half the context: every scored token sees at least half a context of history
     probe_sequences=2048,  # fresh training windows
+    context_use_tokens=50_000,  # a seventh of the validation bytes: each costs (128 + 32) / 16 = 10 bytes of forward pass
     mlm_settings=dict(max_steps=1000, warmup_steps=20),
     train_jobs=2,  # two models side by side, one thread each: faster on 2 cores than one model on both (posenc-bench)
 )
@@ -165,7 +168,7 @@ _RULES = {  # parameter: (check, what it must be)
     "rope_scalings": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of RoPE scaling names"),
     **dict.fromkeys(["probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments"],
                     (_count, "a positive integer")),
-    **dict.fromkeys(["eval_tokens", "sliding_stride"], (lambda v: v is None or _count(v), "a positive integer or null")),
+    **dict.fromkeys(["eval_tokens", "sliding_stride", "context_use_tokens"], (lambda v: v is None or _count(v), "a positive integer or null")),
     "unigram_margin": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
                        "a number (nats) or null"),
     **dict.fromkeys(["train_settings", "mlm_settings"], (lambda v: isinstance(v, dict), "a mapping of TrainConfig keys")),
