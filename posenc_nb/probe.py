@@ -19,14 +19,16 @@ from torch import nn
 
 from .checks import check_context_length, check_layer, check_layers, check_tokens
 from .evaluate import model_encoding
+from .learner import start_model
 from .utils import frozen, model_device, positive_int
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 
 # %% auto #0
-__all__ = ['PROBE_KINDS', 'PROBE_COLUMNS', 'SCORE_LABELS', 'PROBE_TITLES', 'sample_sequences', 'ProbeWindows', 'probe_windows',
-           'hidden_states', 'check_kinds', 'make_probe', 'Standardise', 'random_mad', 'middle_mad', 'ProbeTraining',
-           'predict_positions', 'position_mad', 'probe_scores', 'train_probe', 'fit_probes', 'probe_layers',
-           'plot_baselines', 'plot_probe_layers', 'probe_predictions', 'plot_probe_predictions']
+__all__ = ['PROBE_KINDS', 'SCORES', 'PROBE_COLUMNS', 'SCORE_LABELS', 'PROBE_TITLES', 'sample_sequences', 'ProbeWindows',
+           'probe_windows', 'hidden_states', 'check_kinds', 'make_probe', 'Standardise', 'random_mad', 'middle_mad',
+           'ProbeTraining', 'predict_positions', 'position_mad', 'TrainedProbe', 'probe_scores', 'train_probe',
+           'fit_probes', 'probe_layers', 'plot_baselines', 'plot_probe_layers', 'initial_model', 'probe_run',
+           'probe_predictions', 'plot_probe_predictions']
 
 # %% ../nbs/10_probe.ipynb #2affd664
 def sample_sequences(model, tokens, n: int, seq_len: int, seed: int) -> torch.Tensor:
@@ -122,9 +124,11 @@ _SETTING_RANGES = dict(lr=(lambda v: v > 0, "a number > 0"), weight_decay=(lambd
 
 @dataclass(frozen=True)
 class ProbeTraining:
-    """How a probe trains: AdamW for `epochs` passes over mini-batches of `batch_size` token states, the learning rate
-    warmed up over the first `warmup` of the steps, then decayed along a cosine to 0; `checks_per_epoch` selection scores a pass."""
+    """How a probe trains: AdamW for `epochs` passes over mini-batches of `batch_size` token states, then more while it
+    still improves, up to `max_epochs` (default 4 x `epochs`); the learning rate warmed up over the first `warmup` of the
+    steps of `max_epochs` passes, then decayed along a cosine that reaches 0 at their end; `checks_per_epoch` selection scores a pass."""
     epochs: int = 2
+    max_epochs: int | None = None
     batch_size: int = 1024
     lr: float = 2e-2
     weight_decay: float = 0.01
@@ -132,8 +136,13 @@ class ProbeTraining:
     checks_per_epoch: int = 2
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size", "checks_per_epoch"):
+        if self.max_epochs is None:
+            object.__setattr__(self, "max_epochs", 4 * positive_int(self.epochs, "epochs"))
+        for name in ("epochs", "max_epochs", "batch_size", "checks_per_epoch"):
             positive_int(getattr(self, name), name)
+        if self.max_epochs < self.epochs:
+            raise ValueError(f"max_epochs ({self.max_epochs}) is below epochs ({self.epochs}): the cap on passes must be "
+                             "at least the first number of passes; raise max_epochs or leave it out (4 x epochs)")
         for name, (ok, what) in _SETTING_RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
@@ -160,23 +169,52 @@ def position_mad(predicted: torch.Tensor) -> float:
     truth = torch.arange(predicted.shape[-1], device=predicted.device)
     return (predicted - truth).abs().float().mean().item()
 
+# %% ../nbs/10_probe.ipynb #a3f5d2c9
+SCORES = ("mad", "median_mad")  # the MAD of the argmax and of the posterior median: predict_positions' two outputs, in order
 
-def probe_scores(probe: nn.Module, states: torch.Tensor) -> dict:
-    "Scores of `probe` on `states` `(n, L, d)`: MAD of its argmax (`mad`, the paper's), of its posterior median (`median_mad`)."
-    argmax, median = predict_positions(probe, states)
-    return dict(mad=position_mad(argmax), median_mad=position_mad(median))
+
+def _best_in_last_pass(history: pd.DataFrame, passes: int) -> bool:
+    "Whether some score's best check in `history` (first best on ties) falls in pass `passes`, the last one run."
+    return len(history) > 0 and any(history.epoch[history[score].idxmin()] > passes - 1 for score in SCORES)
+
+
+@dataclass
+class TrainedProbe:
+    """A probe at one checkpoint per score of `SCORES`, each the best on the selection windows by that score;
+    `history` holds the selection scores of every check (`epoch`: passes done), over `epochs_run` of at most `max_epochs` passes."""
+    checkpoints: dict
+    history: pd.DataFrame
+    epochs_run: int
+    max_epochs: int
+
+    def selected_epoch(self, score: str) -> float:
+        "When (in passes) the checkpoint that `score` reports was taken."
+        return float(self.history.epoch[self.history[score].idxmin()])
+
+    @property
+    def still_improving(self) -> bool:
+        "Stopped by the cap with some score's best checkpoint in the last pass: more passes might have helped."
+        return self.epochs_run == self.max_epochs and _best_in_last_pass(self.history, self.epochs_run)
+
+
+def probe_scores(probe: TrainedProbe, states: torch.Tensor) -> dict:
+    "Each score of `SCORES` on `states` `(n, L, d)`, measured on the checkpoint that score selected."
+    return {score: position_mad(predict_positions(probe.checkpoints[score], states)[slot]) for slot, score in enumerate(SCORES)}
 
 # %% ../nbs/10_probe.ipynb #f13cc02b
-def _shuffled_batches(n: int, settings: ProbeTraining, seed: int):
-    "Index batches over `n` items: `settings.epochs` passes, each in a fresh order drawn from `seed`."
-    order = torch.Generator().manual_seed(seed)
-    for _ in range(settings.epochs):
-        yield from torch.randperm(n, generator=order).split(settings.batch_size)
+def _check(probe: nn.Module, select_states: torch.Tensor, epoch: float, history: list, best: dict):
+    "Score `probe` on the selection states, append the scores to `history`, and keep a copy in `best` for each score it improves."
+    scores = dict(zip(SCORES, map(position_mad, predict_positions(probe, select_states))))
+    history.append(dict(epoch=epoch, **scores))
+    for score, value in scores.items():
+        if value < best.get(score, (math.inf, None))[0]:
+            best[score] = (value, copy.deepcopy(probe).eval())
 
 
 @delegates(ProbeTraining)
-def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: str = "mlp", seed: int = 0, **kwargs) -> nn.Module:
-    "A probe fitted to every state of `train_states` `(n, L, d)` (label: its position), at its best checkpoint on `select_states`."
+def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: str = "mlp", seed: int = 0,
+                **kwargs) -> TrainedProbe:
+    "A probe fitted to every state of `train_states` `(n, L, d)` (label: its position), at each score's best checkpoint on `select_states`."
     settings, (_, length, d), device = ProbeTraining(**kwargs), train_states.shape, train_states.device
     if select_states.shape[1:] != (length, d):
         raise ValueError(f"selection states {tuple(select_states.shape)} do not match training states {tuple(train_states.shape)} "
@@ -186,28 +224,26 @@ def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: s
         probe = nn.Sequential(Standardise(train_states), make_probe(d, length, kind)).to(device)
     features = train_states.reshape(-1, d)  # token i of the flattened windows sits at position i % length
     per_epoch = math.ceil(len(features) / settings.batch_size)
-    total, check_every = settings.epochs * per_epoch, max(1, per_epoch // settings.checks_per_epoch)
+    check_every = max(1, per_epoch // settings.checks_per_epoch)
     optimizer = torch.optim.AdamW(probe.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: settings.lr_scale(step, total))
-    history, best = [], (math.inf, None)
-    for step, batch in enumerate(_shuffled_batches(len(features), settings, seed), 1):
-        batch = batch.to(device)
-        loss = F.cross_entropy(probe(features[batch]), batch % length)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        schedule.step()
-        if step % check_every == 0 or step == total:
-            history.append((step / per_epoch, position_mad(predict_positions(probe, select_states)[0])))
-            if history[-1][1] < best[0]:
-                best = (history[-1][1], copy.deepcopy(probe.state_dict()))
-    probe.load_state_dict(best[1])
-    probe.history = pd.DataFrame(history, columns=["epoch", "select_mad"])
-    probe.selected_epoch = float(probe.history.epoch[probe.history.select_mad.idxmin()])
-    return probe.eval()
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: settings.lr_scale(step, settings.max_epochs * per_epoch))
+    order, history, best, passes = torch.Generator().manual_seed(seed), [], {}, 0
+    while passes < settings.epochs or (passes < settings.max_epochs and _best_in_last_pass(pd.DataFrame(history), passes)):
+        for step, batch in enumerate(torch.randperm(len(features), generator=order).split(settings.batch_size), 1):
+            batch = batch.to(device)
+            loss = F.cross_entropy(probe(features[batch]), batch % length)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            schedule.step()
+            if step % check_every == 0 or step == per_epoch:
+                _check(probe, select_states, passes + step / per_epoch, history, best)
+        passes += 1
+    return TrainedProbe({score: best[score][1] for score in SCORES}, pd.DataFrame(history), passes, settings.max_epochs)
 
 # %% ../nbs/10_probe.ipynb #cb47d6e1
-PROBE_COLUMNS = ["encoding", "layer", "probe", "seq_len", "mad", "median_mad", "selected_epoch", "random_mad", "middle_mad"]
+PROBE_COLUMNS = ["encoding", "layer", "probe", "seq_len", "mad", "median_mad", "mad_epoch", "median_mad_epoch", "epochs_run",
+                 "still_improving", "random_mad", "middle_mad"]
 
 
 @delegates(ProbeTraining)
@@ -229,7 +265,8 @@ def probe_layers(model, train_tokens, eval_tokens, seq_len: int | None = None, l
     "Held-out scores of each probe kind on each of `layers` (default: all, 0 = embedding output) beside both baselines: a row each."
     windows = probe_windows(model, train_tokens, eval_tokens, seq_len, n_train, n_select, n_eval, seed)
     length = windows.train.shape[1]
-    rows = [dict(layer=layer, probe=kind, **probe_scores(probe, states), selected_epoch=probe.selected_epoch)
+    rows = [dict(layer=layer, probe=kind, **probe_scores(probe, states), **{f"{s}_epoch": probe.selected_epoch(s) for s in SCORES},
+                 epochs_run=probe.epochs_run, still_improving=probe.still_improving)
             for layer, kind, probe, states in fit_probes(model, windows, layers, kinds, seed, **kwargs)]
     return pd.DataFrame(rows).assign(encoding=model_encoding(model, encoding), seq_len=length, random_mad=random_mad(length),
                                      middle_mad=middle_mad(length))[PROBE_COLUMNS]
@@ -252,10 +289,13 @@ def plot_probe_layers(df: pd.DataFrame, scores=("mad", "median_mad"), caption: s
     kinds = list(dict.fromkeys(df.probe)) if "probe" in df and len(df) else []
     if not kinds:
         raise ValueError(f"nothing to plot: no probe rows (columns {list(df.columns)}); give probe_layers' table")
+    style = "weights" if "trained" in df and not df.trained.all() else None  # trained: the plain label, first line style
+    if style:
+        df = df.assign(weights=np.where(df.trained, "", "untrained")).sort_values("trained", ascending=False, kind="stable")
     fig, axes = new_figure(len(scores), len(kinds), squeeze=False, sharex=True, sharey=True)
     for row, score in zip(axes, scores):
         for ax, kind in zip(row, kinds):
-            plot_by_encoding(ax, df[df.probe == kind], "layer", score)
+            plot_by_encoding(ax, df[df.probe == kind], "layer", score, style=style)
             plot_baselines(ax, df)
             ax.set_xticks(sorted(set(df.layer)))
             style_axes(ax, "layer (0 = embedding output)", SCORE_LABELS.get(score, score), title=PROBE_TITLES[kind])
@@ -263,6 +303,19 @@ def plot_probe_layers(df: pd.DataFrame, scores=("mad", "median_mad"), caption: s
     if caption:
         add_caption(fig, caption)
     return fig
+
+# %% ../nbs/10_probe.ipynb #4be0c2a7
+def initial_model(run) -> nn.Module:
+    "`run`'s model before training: its config's model, initialised from its seed as training initialises it, on its device, in eval mode."
+    with torch.random.fork_rng(devices=[]):  # seeded without touching the caller's random state
+        return start_model(run.config, run.device)[0].eval()
+
+
+@delegates(probe_layers)
+def probe_run(run, train_tokens, eval_tokens, trained: bool = True, **kwargs) -> pd.DataFrame:
+    "`probe_layers` on `run`'s model, trained or (`trained=False`) at initialisation, each row marked in column `trained`."
+    model = run.model if trained else initial_model(run)
+    return probe_layers(model, train_tokens, eval_tokens, **kwargs).assign(trained=trained)
 
 # %% ../nbs/10_probe.ipynb #b1f9caba
 @delegates(ProbeTraining)
@@ -273,7 +326,7 @@ def probe_predictions(model, train_tokens, eval_tokens, layer: int, kind: str = 
     layer = check_layer(model, layer)
     windows = probe_windows(model, train_tokens, eval_tokens, seq_len, n_train, n_select, n_eval, seed)
     [(_, _, probe, states)] = fit_probes(model, windows, [layer], [kind], seed, **kwargs)
-    predicted = predict_positions(probe, states)[0].float()
+    predicted = predict_positions(probe.checkpoints["mad"], states)[0].float()  # the argmax, on the checkpoint it chose
     length = predicted.shape[1]
     mean, std = predicted.mean(0), predicted.std(0) if len(predicted) > 1 else torch.zeros(length)
     return pd.DataFrame(dict(encoding=model_encoding(model, encoding), layer=layer, probe=kind, position=np.arange(length),

@@ -38,7 +38,8 @@ TABLES = {
     "table1_corpora": ["corpus", "encoding", "seed", "perplexity"],
     "table2_model_sizes": ["variant", "n_params", "encoding", "seed", "perplexity"],
     "table3_train_lengths": ["seq_len", "encoding", "seed", "perplexity"],
-    "probe_mad": ["encoding", "seed", "layer", "probe", "mad", "median_mad", "random_mad", "middle_mad"],
+    "probe_mad": ["encoding", "trained", "seed", "layer", "probe", "mad", "median_mad", "mad_epoch", "median_mad_epoch",
+                  "epochs_run", "still_improving", "random_mad", "middle_mad"],
     "context_use": ["encoding", "ratio_mean", "n_seeds", "uses_context", "gain_nats_mean"],
     "probe_predictions": ["position", "mean", "lower", "upper", "example"],
     "mlm_control": ["encoding", "objective", "perplexity"],
@@ -118,6 +119,9 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     assert set(probe.layer) == set(range(n_layer + 1)) and set(probe.encoding) == set(ENCODINGS)
     assert probe.random_mad.round(6).eq(round(random_mad(train_len), 6)).all()
     assert probe.middle_mad.round(6).eq(round(middle_mad(train_len), 6)).all() and set(probe.probe) == {"mlp", "linear"}
+    assert set(probe[~probe.trained].encoding) == {"nopos"} and set(probe[~probe.trained].seed) == set(SMOKE["seeds"])  # the control
+    assert probe.epochs_run.between(SMOKE["probe_epochs"], 4 * SMOKE["probe_epochs"]).all()  # the first passes, at most the cap
+    assert (probe.mad_epoch <= probe.epochs_run).all() and (probe.median_mad_epoch <= probe.epochs_run).all()
 
     mlm = pd.read_csv(figures / "mlm_control.csv")
     assert {(e, o) for e, o in zip(mlm.encoding, mlm.objective)} == {(e, o) for e in SMOKE["mlm_encodings"] for o in ("clm", "mlm")}
