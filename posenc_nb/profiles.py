@@ -88,6 +88,7 @@ PROFILES["cpu"] = dict(
     eval_protocol="nonoverlapping",
     sliding_stride=None,  # half the context: every scored token sees at least half a context of history
     probe_sequences=2048,  # fresh training windows
+    probe_epochs=1,  # passes at least; a probe goes on, to 4x this, while its best checkpoint is in its last pass
     context_use_tokens=50_000,  # a seventh of the validation bytes: each costs (128 + 32) / 16 = 10 bytes of forward pass
     mlm_settings=dict(max_steps=1000, warmup_steps=20),
     train_jobs=2,  # two models side by side, one thread each: faster on 2 cores than one model on both (posenc-bench)

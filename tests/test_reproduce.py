@@ -25,13 +25,14 @@ SMOKE = PROFILES["smoke"]
 ENCODINGS = SMOKE["encodings"]
 
 # Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
-FIGURES = ["extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
+FIGURES = ["budget_pilot", "extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
            "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper",
-           *(f"training_curves_{name}" for name in ["extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
+           *(f"training_curves_{name}" for name in ["budget_pilot", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
                                                      "table3_train_lengths", "probe", "mlm_control", "appendix",
                                                      "beyond_the_paper", "how_nopos_counts"])]
 TABLES = {
+    "budget_pilot": ["steps", "context_ratio", "probe_median_mad", "middle_mad", "passes"],
     "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
     "attention_heatmaps": ["attention", "text", "query_token", "key_token", "weight"],
     "attention_permutation_gap": ["encoding", "attention", "permutation_gap"],
