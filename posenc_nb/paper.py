@@ -85,7 +85,7 @@ def gap_report(**tables: pd.DataFrame) -> str:
 # %% ../nbs/12_paper.ipynb #c1a1d002
 CLAIM_STATUSES = ("reproduces", "partly reproduces", "does not reproduce")
 _CLAIM = re.compile(rf"^Paper claim: (?P<claim>.+?) -> (?P<status>{'|'.join(CLAIM_STATUSES)}) \((?P<evidence>.*)\)$", re.M)
-_UNTESTED = re.compile(r"^Paper claim not tested: (?P<claim>.+?) \((?P<evidence>.*)\)$", re.M)
+_UNTESTED = re.compile(r"^Paper claim not tested: (?P<claim>.+?), because (?P<evidence>.*)$", re.M)
 
 
 def _one_line(**fields: str) -> None:
@@ -103,9 +103,11 @@ def claim_line(claim: str, status: str, evidence: str) -> str:
 
 
 def untested_line(claim: str, reason: str) -> str:
-    "The line that says a paper `claim` was not tested here, and why (no status: a failed control decides nothing)."
+    "The sentence that says a paper `claim` was not tested here, and why (no status: a failed control decides nothing)."
     _one_line(claim=claim, reason=reason)
-    return f"Paper claim not tested: {claim} ({reason})"
+    if ", because " in claim:
+        raise ValueError(f"untested_line: the claim {claim!r} must not contain ', because ', which starts the reason")
+    return f"Paper claim not tested: {claim}, because {reason}"
 
 
 def claim_status(holds: bool, partly: bool) -> str:
