@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .paper import paper_table
+from .paper import paper_table, parse_claims
 from .plots import encoding_label
 from .profiles import committed_figures
 from .seeds import format_mean_std, seed_summary
@@ -21,12 +21,12 @@ from .utils import REPO_ROOT, atomic_write
 __all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'budget_table', 'extrapolation_table',
            'context_use_table', 'settings_table', 'probe_table', 'mlm_table', 'word_order_table',
            'loss_by_position_table', 'beyond_table', 'counting_table', 'notebook_verdicts', 'render', 'readme_blocks',
-           'update_readme']
+           'update_readme', 'notebook_claims', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
-def markdown_table(df: pd.DataFrame) -> str:
-    "`df` (its index as the first column, unnamed) as a GitHub markdown table."
-    header = ["", *map(str, df.columns)]
+def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
+    "`df` (its index as the first column, headed `index_header`) as a GitHub markdown table."
+    header = [index_header, *map(str, df.columns)]
     rows = [[str(index), *map(str, values)] for index, values in zip(df.index, df.itertuples(index=False))]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *rows])
 
@@ -202,3 +202,26 @@ def update_readme(readme: Path = REPO_ROOT / "README.md", figures: Path | None =
     new = BLOCK.sub(lambda m: f"{m[1]}{render(m['name'], figures)}\n{m[4]}", text)
     atomic_write(Path(readme), lambda tmp: tmp.write_text(new))
     return changed
+
+# %% ../nbs/14b_report.ipynb #c1a1e012
+def notebook_claims(source: Path, executed: Path) -> list[dict]:
+    "The claim lines the verdict cells of `source` printed in `executed`; none where the copy lacks a verdict cell."
+    if not Path(executed).exists():
+        return []
+    try:
+        return parse_claims(notebook_verdicts(source, executed))
+    except ValueError:  # an executed copy older than the notebook's verdict cells: it states no claims yet
+        return []
+
+
+def claims_table(figures: Path) -> str:
+    "A row per paper claim stated by an experiment notebook's executed copy: its status here, evidence and notebook."
+    rows = [dict(claim, notebook=source.stem) for source in sorted(EXPERIMENTS.glob("*.ipynb"))
+            for claim in notebook_claims(source, Path(figures) / "notebooks" / source.name)]
+    if not rows:
+        return "No executed notebook states a paper claim yet: `posenc-reproduce` fills this table."
+    cells = pd.DataFrame(rows).replace(r"\|", r"\\|", regex=True)  # a bar inside a cell would split it
+    return markdown_table(cells.set_index("claim").rename(columns={"status": "here"})[["here", "evidence", "notebook"]], "claim")
+
+
+TABLES["claims"] = claims_table
