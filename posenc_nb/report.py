@@ -163,16 +163,20 @@ TABLES = {
 
 # %% ../nbs/14b_report.ipynb #ebdae80e
 def notebook_verdicts(source: Path, executed: Path) -> str:
-    "What the cells of `source` tagged `verdict` printed in `executed`, in order; an error names a cell that never ran."
+    """What the cells of `source` tagged `verdict` printed in `executed`, in order. An executed copy older than some of
+    those cells (or none at all) says so in a last line, so that a README quoting it cannot pass it off as current."""
     tagged = [c["id"] for c in json.loads(Path(source).read_text())["cells"] if "verdict" in c.get("metadata", {}).get("tags", [])]
     if not tagged:
         raise ValueError(f"{Path(source).name} has no cell tagged 'verdict'")
+    rerun = f"`posenc-reproduce --only {Path(source).stem}` writes"
+    if not Path(executed).exists():
+        return f"(No executed copy of {Path(source).name} yet: {rerun} it.)"
     cells = {c.get("id"): c for c in json.loads(Path(executed).read_text())["cells"]}
-    if missing := [cell_id for cell_id in tagged if cell_id not in cells]:
-        raise ValueError(f"{executed} has no cell {missing} of {Path(source).name}: rerun posenc-reproduce for it")
-    texts = ["".join(o.get("text", "")) for cell_id in tagged for o in cells[cell_id].get("outputs", [])
+    texts = ["".join(o.get("text", "")) for cell_id in tagged if cell_id in cells for o in cells[cell_id].get("outputs", [])
              if o.get("output_type") == "stream" and o.get("name") == "stdout"]
-    return "".join(texts).strip()
+    missing = sum(cell_id not in cells for cell_id in tagged)
+    stale = f"\n(This executed copy predates {missing} of the notebook's {len(tagged)} verdict cells: {rerun} them.)" if missing else ""
+    return "".join(texts).strip() + stale
 
 # %% ../nbs/14b_report.ipynb #123189a9
 BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w/]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
@@ -205,13 +209,8 @@ def update_readme(readme: Path = REPO_ROOT / "README.md", figures: Path | None =
 
 # %% ../nbs/14b_report.ipynb #c1a1e012
 def notebook_claims(source: Path, executed: Path) -> list[dict]:
-    "The claim lines the verdict cells of `source` printed in `executed`; none where the copy lacks a verdict cell."
-    if not Path(executed).exists():
-        return []
-    try:
-        return parse_claims(notebook_verdicts(source, executed))
-    except ValueError:  # an executed copy older than the notebook's verdict cells: it states no claims yet
-        return []
+    "The claim lines the verdict cells of `source` printed in `executed` (none from a copy older than them)."
+    return parse_claims(notebook_verdicts(source, executed))
 
 
 def claims_table(figures: Path) -> str:
