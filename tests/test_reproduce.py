@@ -140,7 +140,8 @@ def test_smoke_reuses_trained_models(smoke):
                 + (len(s["corpora"]) - 1) * len(s["table_encodings"]) * one_seed  # the other corpora
                 + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
                 + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
-                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed)  # beyond the paper
+                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed  # beyond the paper
+                + len([n for n in s["budget_steps"] if n != s["train_settings"]["max_steps"]]))  # the budget pilot's others
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
