@@ -241,7 +241,7 @@ def test_driver_refuses_other_results_in_the_committed_folder(tmp_path):
 
 @pytest.mark.parametrize("args, status, message", [
     (["--profile", "laptop"], 2, "invalid choice: 'laptop'"),
-    (["--only", "99_nothing"], 2, "No experiment notebook named '99_nothing'; choose from ['01_extrapolation'"),
+    (["--only", "99_nothing"], 2, "No experiment notebook named '99_nothing'; choose from ['00_budget_pilot', '01_extrapolation'"),
     (["seeds"], 2, "seeds: expected key=value"),
     (["eval_lenghts=[0]"], 2, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
     (["eval_lengths=[64, 256]"], 2, "eval_lengths: [64, 256] omit the training length 128"),
