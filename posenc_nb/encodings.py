@@ -318,16 +318,16 @@ class KerpleLog(PositionalEncoding):
 
 # %% ../nbs/00_encodings.ipynb #c3f5b8e2
 def piecewise_linear(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """`mlp(x[..., None])`, `(*x.shape, outputs)`, for a one-input ReLU MLP (Linear(1, width), ReLU, Linear(width, outputs))
-    evaluated as the piecewise-linear function it is: per input, a lookup of its piece and a multiply-add per output."""
+    """`mlp(x[..., None])` with its outputs first, `(outputs, *x.shape)`, for a one-input ReLU MLP (Linear(1, width), ReLU,
+    Linear(width, outputs)) evaluated as the piecewise-linear function it is: per input, a lookup of its piece and a multiply-add per output."""
     w, b, out = mlp[0].weight[:, 0], mlp[0].bias, mlp[2]
     kinks = (-b / w)[w != 0].detach().sort().values  # where a hidden unit switches on or off
     inside = torch.cat([kinks[:1] - 1, (kinks[1:] + kinks[:-1]) / 2, kinks[-1:] + 1]) if len(kinks) else kinks.new_zeros(1)
     on = (w * inside[:, None] + b > 0).to(w.dtype).detach()  # (pieces, width): the units on in each piece
-    slope_offset = torch.cat([(on * w) @ out.weight.T, (on * b) @ out.weight.T + out.bias], dim=1)  # (pieces, 2 x outputs)
-    piece = torch.searchsorted(kinks, x.detach())  # piece p covers (kinks[p - 1], kinks[p]]
-    looked_up = slope_offset.index_select(0, piece.flatten()).view(*x.shape, -1)  # a row lookup: the fastest gather
-    return torch.addcmul(looked_up[..., out.out_features :], looked_up[..., : out.out_features], x[..., None])
+    slopes, offsets = out.weight @ (on * w).T, out.weight @ (on * b).T + out.bias[:, None]  # (outputs, pieces)
+    piece = torch.searchsorted(kinks, x.detach(), out_int32=True).flatten()  # piece p covers (kinks[p - 1], kinks[p]]
+    looked_up = offsets.index_select(1, piece)  # (outputs, inputs): a plane per output, as attention reads a bias
+    return looked_up.addcmul_(slopes.index_select(1, piece), x.flatten()).view(-1, *x.shape)
 
 # %% ../nbs/00_encodings.ipynb #51dd0e1e
 @register("fire")
@@ -361,7 +361,7 @@ class FIRE(PositionalEncoding):
         return psi(i[:, None] - j) / (psi(torch.maximum(i, threshold)) + self.eps)[:, None]
 
     def attn_bias(self, queries, keys, causal, device):
-        return piecewise_linear(self.mlp, self.normalised_distance(queries, keys, device)).permute(2, 0, 1)
+        return piecewise_linear(self.mlp, self.normalised_distance(queries, keys, device))
 
 # %% ../nbs/00_encodings.ipynb #6fadbcfc
 @register("xpos")

@@ -85,7 +85,7 @@ class AttentionBias(NamedTuple):
     "An additive bias on attention scores, a block of queries at a time, in the attention dtype, future keys at -inf under a causal mask."
 
     block: Callable[[int, int, slice], torch.Tensor]  # (start, end, keys) -> `(1, n_head, end - start, keys)` for queries start..end-1
-    reversed_keys: bool = False  # the key axis runs backwards, u = T - 1 - n: how a distance row is viewed without copying
+    reversed_queries: bool = False  # a block's queries run backwards, from end - 1 to start: how a distance row is viewed without copying
     block_pairs: int = 2**20  # (query, key) pairs per block of the fused path: a computed block stays within 4 MiB a head
 
 
@@ -94,9 +94,10 @@ def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.d
     if (row := pos.distance_bias(T, causal, device)) is not None:
         if causal:  # entries T - 1 + d with d = m - n < 0: keys after the query
             row = row.masked_fill(torch.arange(2 * T - 1, device=row.device) < T - 1, float("-inf"))
-        row = row.to(dtype).contiguous()
-        scores = row.as_strided((1, row.shape[0], T, T), (0, 2 * T - 1, 1, 1))
-        return AttentionBias(lambda start, end, keys: scores[..., start:end, keys], reversed_keys=True, block_pairs=2**22)  # views: fewer calls
+        reversed_row = row.flip(-1).to(dtype).contiguous()  # entry T - 1 - d
+        def view(start: int, end: int, keys: slice) -> torch.Tensor:  # query end - 1 - r, key n: entry T - end + r + n
+            return reversed_row.as_strided((1, row.shape[0], end - start, T), (0, 2 * T - 1, 1, 1), T - end)[..., keys]
+        return AttentionBias(view, reversed_queries=True, block_pairs=2**22)  # views: fewer calls
     if pos.attn_bias(range(1), range(1), causal, device) is None:  # a 1 x 1 block tells whether there is one
         return None
 
@@ -116,17 +117,14 @@ def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p)
     T = q.shape[-2]
     block = block or max(1, bias.block_pairs // T)
-    if bias.reversed_keys:
-        k, v = k.flip(-2), v.flip(-2)  # u = T - 1 - n: the order the bias is indexed in
-    outputs = []
+    order = (lambda x: x.flip(-2)) if bias.reversed_queries else (lambda x: x)  # a block's queries in the bias's order, and back
+    output = q.new_empty(*q.shape[:-1], v.shape[-1])
     for start in range(0, T, block):
         end = min(start + block, T)
-        keys = slice(None)
-        if causal:  # only keys n < end
-            keys = slice(T - end, T) if bias.reversed_keys else slice(0, end)
-        mask = bias.block(start, end, keys)
-        outputs.append(F.scaled_dot_product_attention(q[..., start:end, :], k[..., keys, :], v[..., keys, :], mask, dropout_p))
-    return torch.cat(outputs, dim=-2)
+        keys = slice(0, end) if causal else slice(None)  # under the causal mask, only keys n < end
+        attended = F.scaled_dot_product_attention(order(q[..., start:end, :]), k[..., keys, :], v[..., keys, :], bias.block(start, end, keys), dropout_p)
+        output[..., start:end, :] = order(attended)
+    return output
 
 
 def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0):
@@ -135,7 +133,7 @@ def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropou
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     if bias is not None:
         whole = bias.block(0, T, slice(None))
-        scores = scores + (whole.flip(-1) if bias.reversed_keys else whole)  # keys in order
+        scores = scores + (whole.flip(-2) if bias.reversed_queries else whole)  # queries in order
     if causal:
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
     probs = scores.softmax(dim=-1)
@@ -262,7 +260,6 @@ def position_token_ratio(model: TransformerLM) -> float:
     added = model.pos.embed(zeros)[0].norm(dim=-1).mean()
     tokens = (model.tok_emb.weight * model.embed_scale).norm(dim=-1).mean()
     return float(added / tokens)
-
 
 # %% ../nbs/01_model.ipynb #7fa9da70
 def check_token_ids(ids, vocab_size: int):

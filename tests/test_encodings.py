@@ -122,7 +122,7 @@ def test_distance_row_gradient_matches_the_full_matrix(name):
     enc = make(name).pos
     T, weights = 20, torch.randn(SMALL.n_head, 20, 20)
     grads = []
-    for build in (lambda: attention_bias(enc, T, False, torch.float32, "cpu").block(0, T, slice(None))[0].flip(-1),
+    for build in (lambda: attention_bias(enc, T, False, torch.float32, "cpu").block(0, T, slice(None))[0].flip(-2),
                   lambda: bias_matrix(enc, T)):
         enc.zero_grad()
         (build() * weights).sum().backward()
