@@ -119,6 +119,11 @@ def _without_paths(output: Path):
     nbformat.write(nb, output)
 
 
+# A Ctrl-C ends the kernel while it replies to the interrupted cell, and it logs that reply's failure (a ZMQError) with a
+# traceback to our stderr; what a notebook prints goes to its executed copy, so the kernel logs only what is critical.
+_KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
+
+
 def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     "Execute `notebook` with `parameters` into `output`; a failure raises `ReproductionError` naming the cell."
     notebook, output = Path(notebook), Path(output)
@@ -126,7 +131,7 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(notebook.parent),
                             progress_bar=False, kernel_name="python3",
-                            kernel_manager_class=_IPCKernelManager)
+                            kernel_manager_class=_IPCKernelManager, extra_arguments=_KERNEL_QUIET)
     except PapermillExecutionError as e:
         number, first_line = _failing_cell(notebook, e.source), next((l for l in e.source.splitlines() if l.strip()), "")
         raise ReproductionError(f"{notebook.stem} failed at cell {number or '?'} (`{first_line.strip()}`): {e.ename}: "

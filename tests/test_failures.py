@@ -10,7 +10,10 @@ import json
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -412,12 +415,18 @@ def test_ctrl_c_before_the_first_checkpoint_leaves_no_folder(tmp_path, monkeypat
     assert not out.exists()
 
 
-def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatch):
-    experiments = tmp_path / "experiments"
-    experiments.mkdir()
+def experiment(folder: Path, name: str, *cells: str) -> Path:
+    "`folder` with one experiment notebook `name`: its parameters cell, then `cells`."
+    folder.mkdir(parents=True, exist_ok=True)
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]})]
-    nbformat.write(nb, experiments / "01_only.ipynb")
+    nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]}),
+                *map(nbformat.v4.new_code_cell, cells)]
+    nbformat.write(nb, folder / f"{name}.ipynb")
+    return folder
+
+
+def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatch):
+    experiments = experiment(tmp_path / "experiments", "01_only")
 
     def interrupted(notebook, output, parameters):
         staging = Path(notebook).parent / parameters["out_dir"]  # the notebook's folder, relative to its own
@@ -430,6 +439,54 @@ def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatc
     assert code == 130 and "01_only" in err, err
     assert not [p for p in out.rglob("*") if p.is_file()]  # the interrupted notebook published nothing
 
+
+
+def as_console_script(prog: str, *args, **popen) -> subprocess.Popen:
+    "The command `prog` started as its console script starts it (`pip install -e .` writes the same two lines)."
+    entry = prog.replace("-", "_")
+    return subprocess.Popen([sys.executable, "-c", f"import sys; from posenc_nb.commands import {entry}; sys.exit({entry}())",
+                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+
+
+@pytest.mark.parametrize("prog, signum", [("posenc-train", signal.SIGINT), ("posenc-reproduce", signal.SIGINT),
+                                          ("posenc-data", signal.SIGTERM), ("posenc-bench", signal.SIGINT)])
+def test_ctrl_c_while_a_command_loads(tmp_path, prog, signum):
+    "Before: a Ctrl-C in the seconds torch and papermill take to import printed a traceback from inside an import."
+    job = as_console_script(prog, "--help", cwd=tmp_path)
+    time.sleep(0.5)  # python is up, the imports are not done
+    job.send_signal(signum)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 130 and err.startswith(f"{prog}: interrupted") and "nothing was written" in err, err
+    assert err.count("\n") == 1 and not out, (out, err)
+    assert not list(tmp_path.iterdir())
+
+
+def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C while a notebook runs in its kernel: one message, and what the last complete run published is kept.
+    Before: the kernel, stopped as it replied to the interrupted cell, printed a ZMQError traceback first."""
+    experiments = experiment(tmp_path / "experiments", "01_sleepy", "import os, pathlib, time\n"
+                             "(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])\n"
+                             "time.sleep(float(os.environ['SLEEP']))")
+    out, args = tmp_path / "figs", ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments]
+    monkeypatch.setenv("TABLE", "complete")
+    monkeypatch.setenv("SLEEP", "0")
+    assert command(reproduce.main, args, capsys)[0] == 0
+    published = snapshot(out)
+    assert published["table.csv"] == b"complete" and "notebooks/01_sleepy.ipynb" in published
+
+    monkeypatch.setenv("TABLE", "half")
+    monkeypatch.setenv("SLEEP", "120")
+    job, staged = as_console_script("posenc-reproduce", *args), out / ".staging-01_sleepy" / "table.csv"
+    for _ in range(1200):  # the kernel is in the cell
+        if staged.exists() or job.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert staged.read_text() == "half"
+    job.send_signal(signal.SIGINT)
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 130 and "01_sleepy" in err and "published nothing" in err, err
+    assert "Traceback" not in err and "Error" not in err and err.count("\n") == 1, err
+    assert snapshot(out) == published and not list(out.glob(".staging-*"))
 
 # --- two processes, one folder -------------------------------------------------------------------------------------
 
