@@ -25,7 +25,7 @@ from .config import ConfigError, parse_overrides
 from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
-from .utils import EXIT_STATUS, REPO_ROOT, positive_int, run_command
+from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters', 'declared_defaults',
@@ -39,7 +39,8 @@ def experiment_notebooks(experiments_dir=EXPERIMENTS_DIR) -> list[Path]:
     "The experiment notebooks in `experiments_dir`, in the order they run."
     notebooks = sorted(p for p in Path(experiments_dir).glob("*.ipynb") if not p.name.startswith("."))
     if not notebooks:
-        raise FileNotFoundError(f"No experiment notebooks (*.ipynb) in {experiments_dir}.")
+        raise ValueError(f"No experiment notebooks (*.ipynb) in {experiments_dir}: give --experiments-dir the folder "
+                         f"that holds them (by default {EXPERIMENTS_DIR}).")
     return notebooks
 
 
@@ -148,6 +149,8 @@ def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tup
     other results aimed at the committed figures."""
     params = profile_parameters(profile, overrides)
     out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
+    if blocker := file_in_the_way(out_dir):
+        raise ConfigError([("out", f"{blocker} is a file; give a folder for the figures and tables, e.g. --out runs/NAME")])
     if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
         changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
         raise ConfigError([("out", f"{out_dir} holds the committed figures of the cpu profile, which {changed} would "
