@@ -500,7 +500,8 @@ def as_console_script(prog: str, *args, **popen) -> subprocess.Popen:
     "The command `prog` started as its console script starts it (`pip install -e .` writes the same two lines)."
     entry = prog.replace("-", "_")
     return subprocess.Popen([sys.executable, "-c", f"import sys; from posenc_nb.commands import {entry}; sys.exit({entry}())",
-                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C is on, even under `&`
 
 
 @pytest.mark.parametrize("prog, signum", [("posenc-train", signal.SIGINT), ("posenc-reproduce", signal.SIGINT),
