@@ -1,9 +1,11 @@
-"""Failure modes, class by class: bad input to the commands, damaged run files, damaged data caches, interrupted and
-failed writes (a full disk, Ctrl-C, what a kill -9 leaves), two trainings into one folder, and misuse of the library.
+"""Failure modes, class by class: bad input to the commands (paths that cannot be used among it), damaged run files,
+damaged data caches and JSON Lines corpora, interrupted and failed writes (a full disk, Ctrl-C while a command loads, while
+it trains or while a notebook runs, what a kill -9 leaves), two trainings into one folder, and misuse of the library.
 
 Each test asserts the exit status or the exception type, the facts the message carries (the file, the key, the remedy),
 and that no file was lost or changed. The commands run in-process through their `main`, which is what the console
-scripts call, except where a second process is the point. Models are tiny, so the module runs in a few minutes."""
+scripts call (through `posenc_nb.commands`), except where a second process is the point. Models are tiny, so the module
+runs in a few minutes."""
 
 import errno
 import json
