@@ -20,7 +20,7 @@ from torch import nn
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .model import MODEL_VERSION, TransformerLM
 from .tokens import tokenizer_of, tokenizer_path, tokens_path
-from .utils import atomic_write, disk_full, project_dir, sha256_file, suggest, write_json
+from .utils import atomic_write, disk_full, file_in_the_way, project_dir, sha256_file, suggest, write_json
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'CheckpointError', 'read_meta', 'input_files', 'input_checksums', 'check_inputs',
@@ -196,8 +196,8 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
 # %% ../nbs/06_checkpoint.ipynb #150f5f29
 def check_run_folder(out_dir: Path):
     "Raise `ConfigError` (key `out`) unless `out_dir` is new, empty or a run's: a run never scatters its files among others."
-    if out_dir.exists() and not out_dir.is_dir():
-        raise ConfigError([("out", f"{out_dir} is a file; give a folder for the run, e.g. --out runs/NAME")])
+    if blocker := file_in_the_way(out_dir):
+        raise ConfigError([("out", f"{blocker} is a file; give a folder for the run, e.g. --out runs/NAME")])
     if out_dir.is_dir() and not (out_dir / "meta.json").exists():
         others = sorted(p.name for p in out_dir.iterdir() if not (_RUN_FILE.fullmatch(p.name) or _TEMPORARY.fullmatch(p.name)))
         if others:

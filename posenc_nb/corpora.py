@@ -165,8 +165,8 @@ def _document_text(line: str, file: Path, number: int) -> str:
     try:
         text = json.loads(line)["text"]
     except (ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"{where}: not a JSON object with a `text` field ({error!r}); each line of a JSON Lines corpus "
-                         "is one document, as in The Pile") from None
+        raise ValueError(f"{where}: not a JSON object with a `text` field ({error!r}); write each line of a JSON Lines "
+                         'corpus as one document, {"text": "..."}, as The Pile does') from None
     if not isinstance(text, str):
         raise ValueError(f"{where}: `text` is {json.dumps(text)[:40]}, not a string; write each document's text as a JSON "
                          'string ("" for a line to skip)')
@@ -177,7 +177,7 @@ def _json_lines_documents(files: list[Path], root: Path) -> Iterator[tuple[str, 
     "`(file:line, text)` for each line of `files` with a non-blank `text`, read a line at a time."
     for file in files:
         for number, line in _numbered_lines(file):
-            if (text := _document_text(line, file, number)).strip():
+            if line.strip() and (text := _document_text(line, file, number)).strip():  # a blank line holds no document
                 yield f"{file.relative_to(root) if file != root else file.name}:{number}", text
 
 
@@ -194,7 +194,8 @@ def jsonl_documents(path: Path) -> dict[str, Iterator[tuple[str, str]]]:
                              "Pile does (train/00.jsonl.zst, val.jsonl.zst, test.jsonl.zst)")
         by_split[split].append(file)
     if missing := [split for split, files in by_split.items() if not files]:
-        raise ValueError(f"{path} has no JSON Lines file for split(s) {', '.join(missing)}: each of {', '.join(SPLITS)} needs one")
+        raise ValueError(f"{path} has no JSON Lines file for split(s) {', '.join(missing)}: each of {', '.join(SPLITS)} needs one: add "
+                         "its file (e.g. test.jsonl, or a test/ folder of them; val.jsonl for validation)")
     return {split: _json_lines_documents(files, path) for split, files in by_split.items()}
 
 # %% ../nbs/03_corpora.ipynb #91aa87c7

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from .checkpoint import run_dir
-from .config import TrainConfig, config_hash, parse_overrides, parse_yaml
+from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .grids import experiment_grids, model_parameters
 from .profiles import PROFILES, profile_parameters
 from .utils import EXIT_STATUS, positive_int, run_command
@@ -163,6 +163,8 @@ def plan_main(argv=None) -> int:
     args = parser.parse_intermixed_args(argv)
 
     def body():
+        if args.out is not None and args.out.is_dir():
+            raise ConfigError([("--out", f"{args.out} is a folder; give the path of the script to write, e.g. --out plan.sh")])
         plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=args.tflops)
         script = plan_script(plan, positive_int(args.nproc_per_node, "--nproc-per-node"))
         numbers = lambda names: ",".join(name.split("_")[0] for name in names.split(", "))  # 01,06: a narrow column

@@ -25,7 +25,7 @@ from .config import ConfigError, parse_overrides
 from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
-from .utils import EXIT_STATUS, REPO_ROOT, positive_int, run_command
+from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters', 'declared_defaults',
@@ -39,7 +39,8 @@ def experiment_notebooks(experiments_dir=EXPERIMENTS_DIR) -> list[Path]:
     "The experiment notebooks in `experiments_dir`, in the order they run."
     notebooks = sorted(p for p in Path(experiments_dir).glob("*.ipynb") if not p.name.startswith("."))
     if not notebooks:
-        raise FileNotFoundError(f"No experiment notebooks (*.ipynb) in {experiments_dir}.")
+        raise ValueError(f"No experiment notebooks (*.ipynb) in {experiments_dir}: give --experiments-dir the folder "
+                         f"that holds them (by default {EXPERIMENTS_DIR}).")
     return notebooks
 
 
@@ -119,6 +120,11 @@ def _without_paths(output: Path):
     nbformat.write(nb, output)
 
 
+# A Ctrl-C ends the kernel while it replies to the interrupted cell, and it logs that reply's failure (a ZMQError) with a
+# traceback to our stderr; what a notebook prints goes to its executed copy, so the kernel logs only what is critical.
+_KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
+
+
 def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     "Execute `notebook` with `parameters` into `output`; a failure raises `ReproductionError` naming the cell."
     notebook, output = Path(notebook), Path(output)
@@ -126,7 +132,7 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     try:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(notebook.parent),
                             progress_bar=False, kernel_name="python3",
-                            kernel_manager_class=_IPCKernelManager)
+                            kernel_manager_class=_IPCKernelManager, extra_arguments=_KERNEL_QUIET)
     except PapermillExecutionError as e:
         number, first_line = _failing_cell(notebook, e.source), next((l for l in e.source.splitlines() if l.strip()), "")
         raise ReproductionError(f"{notebook.stem} failed at cell {number or '?'} (`{first_line.strip()}`): {e.ename}: "
@@ -143,6 +149,8 @@ def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tup
     other results aimed at the committed figures."""
     params = profile_parameters(profile, overrides)
     out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
+    if blocker := file_in_the_way(out_dir):
+        raise ConfigError([("out", f"{blocker} is a file; give a folder for the figures and tables, e.g. --out runs/NAME")])
     if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
         changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
         raise ConfigError([("out", f"{out_dir} holds the committed figures of the cpu profile, which {changed} would "

@@ -109,6 +109,9 @@ def _score_line(key: dict, length: int, rows: list[dict]) -> str:
 
 def _read_scores(path: Path, key: dict) -> dict:
     "The rows scored under `key` in `path`, by context length; a line that fails its checksum is named in a warning and skipped."
+    if path.is_dir():
+        raise RuntimeError(f"{path} is a folder, where the run's scores belong: move it elsewhere, then rerun (the scores it "
+                           "lacks are measured again)")
     scores, bad = {}, []
     lines = path.read_bytes().decode("utf-8", errors="replace").splitlines() if path.exists() else []
     for number, line in enumerate(lines, 1):

@@ -44,6 +44,9 @@ def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_
 
 def read_tokenizer(path: str | Path) -> Tokenizer:
     "A tokenizers JSON file, with whichever of `SPECIAL_TOKENS` it lacks added after its vocabulary (see `special_ids`)."
+    if not Path(path).is_file():
+        raise ValueError(f"Tokenizer file {path} does not exist: give the path of a tokenizers JSON file (tokenizer=PATH), "
+                         "or leave tokenizer unset for the corpus' own BPE.")
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:

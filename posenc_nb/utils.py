@@ -25,8 +25,8 @@ import posenc_nb
 
 # %% auto #0
 __all__ = ['REPO_ROOT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256',
-           'atomic_write', 'write_json', 'positive_int', 'closest', 'suggest', 'model_device', 'frozen', 'disk_full',
-           'debugging', 'run_command']
+           'atomic_write', 'write_json', 'positive_int', 'file_in_the_way', 'closest', 'suggest', 'model_device',
+           'frozen', 'disk_full', 'debugging', 'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -35,7 +35,9 @@ REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source 
 def project_dir(env: str, in_repo: str, cached: str) -> Path:
     "`$env` if set; else `in_repo` in the source checkout; else `cached` under `~/.cache/posenc_nb` (read at every call)."
     if value := os.environ.get(env):
-        return Path(value).expanduser().resolve()
+        if (path := Path(value).expanduser().resolve()).exists() and not path.is_dir():
+            raise ValueError(f"{env}={value} is a file, not a folder: set {env} to a folder (or unset it), then rerun")
+        return path
     if (REPO_ROOT / "settings.ini").exists():
         return REPO_ROOT / in_repo
     return Path.home() / ".cache" / "posenc_nb" / cached
@@ -90,6 +92,11 @@ def positive_int(value, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def file_in_the_way(path: Path) -> Path | None:
+    "The file at `path`, or on the way to it, that stops a folder being made there; None when there is none."
+    return next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
 
 
 def closest(word: str, choices) -> str | None:
@@ -147,7 +154,10 @@ def _describe(error: Exception) -> str:
     if disk_full(error):
         return (f"the disk is full ({error}). Free some space (`df -h` shows where) and rerun the same command: "
                 "what was finished is kept, and a run resumes from its last checkpoint.")
-    if isinstance(error, (PermissionError, NotADirectoryError, IsADirectoryError)) and error.filename:  # the OS's own words
+    if isinstance(error, IsADirectoryError) and error.filename:
+        return (f"{error.filename} is a folder, where a file is to be written: give a file's path (or move the folder "
+                "away), then rerun the same command.")
+    if isinstance(error, (PermissionError, NotADirectoryError)) and error.filename:  # the OS's own words
         return (f"{error.filename}: {error.strerror.lower()}. Choose a path in a folder you can write to (or fix its "
                 "permissions), then rerun the same command: what was finished is kept.")
     if isinstance(error, (ValueError, RuntimeError, OSError)):  # the project's errors, each written for the user

@@ -1,16 +1,21 @@
-"""Failure modes, class by class: bad input to the commands, damaged run files, damaged data caches, interrupted and
-failed writes (a full disk, Ctrl-C, what a kill -9 leaves), two trainings into one folder, and misuse of the library.
+"""Failure modes, class by class: bad input to the commands (paths that cannot be used among it), damaged run files,
+damaged data caches and JSON Lines corpora, interrupted and failed writes (a full disk, Ctrl-C while a command loads, while
+it trains or while a notebook runs, what a kill -9 leaves), two trainings into one folder, and misuse of the library.
 
 Each test asserts the exit status or the exception type, the facts the message carries (the file, the key, the remedy),
 and that no file was lost or changed. The commands run in-process through their `main`, which is what the console
-scripts call, except where a second process is the point. Models are tiny, so the module runs in a few minutes."""
+scripts call (through `posenc_nb.commands`), except where a second process is the point. Models are tiny, so the module
+runs in a few minutes."""
 
 import errno
 import json
 import re
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -18,11 +23,13 @@ import pytest
 import torch
 
 import posenc_nb.train
-from posenc_nb import reproduce, tokens
+from posenc_nb import plan, reproduce, tokens
 from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, read_metrics, run_dir
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
+from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
 from posenc_nb.profiles import PROFILES, check_parameters
+from posenc_nb.scores import run_perplexity
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
 from test_train import POSENC_TRAIN, TINY, partial_run, runs_root, weights, write_config  # noqa: F401 (runs_root: a fixture)
@@ -118,6 +125,32 @@ def test_bad_input_to_the_other_commands(tmp_path, capsys, monkeypatch):
     code, err = command(reproduce.main, ["--profile", "smoke", "seeds=[]", "--out", tmp_path / "figs"], capsys)
     assert code == 2 and "seeds" in err, err
     assert not (tmp_path / "figs").exists()
+
+
+def test_paths_that_cannot_be_used_are_bad_input(tmp_path, capsys, monkeypatch):
+    """A file where a folder goes (or on the way to it), a folder where a file goes, an empty notebook folder, a missing
+    tokenizer file. Before: exit status 1 with the OS's words ("File exists", "Is a directory") and no remedy."""
+    a_file, empty = tmp_path / "notes.txt", tmp_path / "empty"
+    a_file.write_text("mine")
+    empty.mkdir()
+    config = write_config(tmp_path / "tiny.yaml")
+    cases = [(posenc_nb.train.main, ["--config", config, "--out", a_file / "run", "--no-progress"], {}, [f"{a_file} is a file", "--out"]),
+             (posenc_nb.train.main, ["--config", config, "--no-progress"], {"POSENC_RUNS_DIR": a_file}, [f"POSENC_RUNS_DIR={a_file} is a file"]),
+             (posenc_nb.train.main, ["--config", config, "--out", tmp_path / "run", "--no-progress"], {"POSENC_DATA_DIR": a_file},
+              [f"POSENC_DATA_DIR={a_file} is a file"]),
+             (posenc_nb.train.main, ["--config", config, "--out", tmp_path / "run", f"tokenizer={tmp_path / 'no.json'}", "--no-progress"],
+              {}, [f"{tmp_path / 'no.json'} does not exist", "tokenizer"]),
+             (reproduce.main, ["--profile", "smoke", "--out", a_file / "figs"], {}, [f"{a_file} is a file", "--out"]),
+             (reproduce.main, ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", empty], {},
+              [f"No experiment notebooks (*.ipynb) in {empty}", "--experiments-dir"]),
+             (plan.plan_main, ["--profile", "smoke", "--out", empty], {}, [f"{empty} is a folder", "--out plan.sh"])]
+    for main, args, env, facts in cases:
+        with monkeypatch.context() as variables:
+            for name, value in env.items():
+                variables.setenv(name, str(value))
+            code, err = command(main, args, capsys)
+        assert code == 2 and all(fact in err for fact in facts), err
+    assert snapshot(tmp_path) == {"notes.txt": b"mine", "tiny.yaml": config.read_bytes()}  # nothing made, nothing changed
 
 
 @pytest.mark.parametrize("main", [posenc_nb.train.main, reproduce.main, tokens.main])
@@ -276,9 +309,13 @@ def test_misplaced_folders_and_mismatched_shapes_are_named(tmp_path, capsys):
 
     with pytest.raises(CheckpointError, match="is not a run folder"):
         load_run(tmp_path)  # holds tiny.yaml: training there would be refused too
-    model = train(cfg, tmp_path / "finished", progress=False).model
+    finished = train(cfg, tmp_path / "finished", progress=False)
     with pytest.raises(ValueError, match="context_lengths must be a list of ints.*got '64'"):
-        perplexity_by_length(model, torch.arange(200), "64")
+        perplexity_by_length(finished.model, torch.arange(200), "64")
+    (finished.out_dir / "scores.jsonl").mkdir()  # where the run's scores are kept
+    with pytest.raises(RuntimeError, match=re.escape(f"{finished.out_dir / 'scores.jsonl'} is a folder") + ".*move it elsewhere"):
+        run_perplexity(finished, [16])
+    assert not list((finished.out_dir / "scores.jsonl").iterdir())
 
 
 def test_damaged_metrics_line_does_not_stop_the_resume(tmp_path, uninterrupted):
@@ -304,6 +341,29 @@ def test_damaged_token_cache_stops_training(tmp_path, capsys, monkeypatch):
     code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, f"corpus={docs}", "vocab_size=300"], capsys)
     assert code == 1 and str(stored.parent) in err and "posenc-data fetch" in err, err  # what to delete, what rebuilds it
     assert not out.exists() and snapshot(tmp_path / "data") == before
+
+
+def test_json_lines_corpus_faults_name_the_line_and_the_fix(tmp_path, monkeypatch):
+    "Blank lines hold no document (before: 'not a JSON object'); a line without `text` and a missing split say what to write."
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    corpus = tmp_path / "jsonl"
+    corpus.mkdir()
+    document = lambda i: json.dumps({"text": f"Document {i}: the quick brown fox jumps over the lazy dog. " * 5})
+    for split in ("train", "val", "test"):
+        (corpus / f"{split}.jsonl").write_text("\n\n".join(document(i) for i in range(8)) + "\n\n")
+    assert corpus_summary(str(corpus))["train"]["documents"] == 8
+    for split, content, facts in [("val", "\n\n\n", ["validation split", "no document"]),
+                                  ("test", document(0) + '\n{"body": "x"}\n', ["test.jsonl, line 2", '{"text": "..."}']),
+                                  ("test", None, ["no JSON Lines file for split(s) test", "test.jsonl"])]:
+        corpus = shutil.copytree(tmp_path / "jsonl", tmp_path / f"{split}-{len(facts[0])}")
+        if content is None:
+            (corpus / f"{split}.jsonl").unlink()
+        else:
+            (corpus / f"{split}.jsonl").write_text(content)
+        with pytest.raises(ValueError) as error:
+            corpus_summary(str(corpus))
+        assert all(fact in str(error.value) for fact in facts), error.value
+    assert not list((tmp_path / "data" / "corpora").glob("*/complete.json"))[1:]  # only the good corpus was cached
 
 
 def test_offline_hub_corpus_stops_training_at_once(tmp_path, capsys, monkeypatch):
@@ -412,12 +472,18 @@ def test_ctrl_c_before_the_first_checkpoint_leaves_no_folder(tmp_path, monkeypat
     assert not out.exists()
 
 
-def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatch):
-    experiments = tmp_path / "experiments"
-    experiments.mkdir()
+def experiment(folder: Path, name: str, *cells: str) -> Path:
+    "`folder` with one experiment notebook `name`: its parameters cell, then `cells`."
+    folder.mkdir(parents=True, exist_ok=True)
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]})]
-    nbformat.write(nb, experiments / "01_only.ipynb")
+    nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]}),
+                *map(nbformat.v4.new_code_cell, cells)]
+    nbformat.write(nb, folder / f"{name}.ipynb")
+    return folder
+
+
+def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatch):
+    experiments = experiment(tmp_path / "experiments", "01_only")
 
     def interrupted(notebook, output, parameters):
         staging = Path(notebook).parent / parameters["out_dir"]  # the notebook's folder, relative to its own
@@ -430,6 +496,55 @@ def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatc
     assert code == 130 and "01_only" in err, err
     assert not [p for p in out.rglob("*") if p.is_file()]  # the interrupted notebook published nothing
 
+
+
+def as_console_script(prog: str, *args, **popen) -> subprocess.Popen:
+    "The command `prog` started as its console script starts it (`pip install -e .` writes the same two lines)."
+    entry = prog.replace("-", "_")
+    return subprocess.Popen([sys.executable, "-c", f"import sys; from posenc_nb.commands import {entry}; sys.exit({entry}())",
+                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C is on, even under `&`
+
+
+@pytest.mark.parametrize("prog, signum", [("posenc-train", signal.SIGINT), ("posenc-reproduce", signal.SIGINT),
+                                          ("posenc-data", signal.SIGTERM), ("posenc-bench", signal.SIGINT)])
+def test_ctrl_c_while_a_command_loads(tmp_path, prog, signum):
+    "Before: a Ctrl-C in the seconds torch and papermill take to import printed a traceback from inside an import."
+    job = as_console_script(prog, "--help", cwd=tmp_path)
+    time.sleep(0.5)  # python is up, the imports are not done
+    job.send_signal(signum)
+    out, err = job.communicate(timeout=60)
+    assert job.returncode == 130 and err.startswith(f"{prog}: interrupted") and "nothing was written" in err, err
+    assert err.count("\n") == 1 and not out, (out, err)
+    assert not list(tmp_path.iterdir())
+
+
+def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkeypatch):
+    """A Ctrl-C while a notebook runs in its kernel: one message, and what the last complete run published is kept.
+    Before: the kernel, stopped as it replied to the interrupted cell, printed a ZMQError traceback first."""
+    experiments = experiment(tmp_path / "experiments", "01_sleepy", "import os, pathlib, time\n"
+                             "(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])\n"
+                             "time.sleep(float(os.environ['SLEEP']))")
+    out, args = tmp_path / "figs", ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments]
+    monkeypatch.setenv("TABLE", "complete")
+    monkeypatch.setenv("SLEEP", "0")
+    assert command(reproduce.main, args, capsys)[0] == 0
+    published = snapshot(out)
+    assert published["table.csv"] == b"complete" and "notebooks/01_sleepy.ipynb" in published
+
+    monkeypatch.setenv("TABLE", "half")
+    monkeypatch.setenv("SLEEP", "120")
+    job, staged = as_console_script("posenc-reproduce", *args), out / ".staging-01_sleepy" / "table.csv"
+    for _ in range(1200):  # the kernel is in the cell
+        if staged.exists() or job.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert staged.read_text() == "half"
+    job.send_signal(signal.SIGINT)
+    _, err = job.communicate(timeout=60)
+    assert job.returncode == 130 and "01_sleepy" in err and "published nothing" in err, err
+    assert "Traceback" not in err and "Error" not in err and err.count("\n") == 1, err
+    assert snapshot(out) == published and not list(out.glob(".staging-*"))
 
 # --- two processes, one folder -------------------------------------------------------------------------------------
 
