@@ -19,7 +19,7 @@ from torch import nn
 
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .model import MODEL_VERSION, TransformerLM
-from .tokens import tokenizer_of, tokenizer_path, tokens_path
+from .tokens import load_tokens, tokenizer_of, tokenizer_path, tokens_path
 from .utils import atomic_write, disk_full, file_in_the_way, project_dir, sha256_file, suggest, write_json
 
 # %% auto #0
@@ -81,7 +81,6 @@ def _check_version(meta: dict, out_dir: Path):
                               "something else. Nothing was changed. Retrain it with --force (train(..., force=True)), "
                               "or delete the folder.")
 
-
 # %% ../nbs/06_checkpoint.ipynb #a91c3e52
 def _disagreements(meta: dict, out_dir: Path) -> list[str]:
     "Where a well-formed record contradicts itself or its folder: config vs its hash and the folder name, step vs finished."
@@ -120,7 +119,6 @@ def read_meta(out_dir: Path) -> dict | None:
                               f"edited by hand. {_RECOVER}")
     return meta
 
-
 # %% ../nbs/06_checkpoint.ipynb #b7d40f19
 def input_files(cfg: TrainConfig) -> dict[str, Path]:
     "The files a run of `cfg` learns from: its tokenizer, and the train and validation tokens it made (when it exists)."
@@ -145,19 +143,22 @@ def input_checksums(cfg: TrainConfig) -> dict[str, str]:
 
 def check_inputs(meta: dict | None, cfg: TrainConfig, out_dir: Path | None) -> dict[str, str]:
     """`input_checksums(cfg)`, once found to be those checkpoint `meta` in `out_dir` recorded: `CheckpointError` if a file
-    changed since or is gone (a cache no longer there is skipped: it is rebuilt from the corpus as it was)."""
+    changed since or is gone. Caches no longer there are made again from the corpus first, so an edited corpus is caught."""
+    for split in ("train", "validation") if meta and (cfg.tokenizer is None or Path(cfg.tokenizer).is_file()) else ():
+        path = input_files(cfg).get(split)  # None: the corpus' own tokenizer is gone too, a cache made again with them
+        if meta["inputs"].get(split) and not (path and path.is_file()):  # e.g. named after a corpus fingerprint that changed
+            load_tokens(cfg.corpus, split, cfg.vocab_size, cfg.tokenizer, progress=False)
     found, given = input_checksums(cfg), cfg.tokenizer is not None
     for kind, path in input_files(cfg).items() if meta else ():
         recorded = meta["inputs"].get(kind)  # None: the file did not exist when the checkpoint was written
-        if recorded and found.get(kind, recorded if kind != "tokenizer" or not given else None) != recorded:
+        if recorded and found.get(kind, None if kind == "tokenizer" and given else recorded) != recorded:
             now = f"changed since: its sha256 is {found[kind]}" if kind in found else "is gone"
-            cache = "" if kind == "tokenizer" and given else " (a cache: deleting it rebuilds it from the corpus)"
+            cache = "" if kind == "tokenizer" and given else " (a cache, made from the corpus: if the corpus changed, restore it)"
             raise CheckpointError(f"{path}, the {kind} {'file' if kind == 'tokenizer' else 'tokens'} the run in {out_dir} "
                                   f"was trained with, {now}; meta.json recorded sha256 {recorded}, so the weights belong "
                                   f"to other tokens. Nothing was changed. Restore that file{cache}, or train this config "
                                   "afresh: into another --out, or there with --force (train(..., force=True)).")
     return found
-
 
 # %% ../nbs/06_checkpoint.ipynb #d5131f4e
 def remove_unreferenced(out_dir: Path):
@@ -310,7 +311,6 @@ def _dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     if dtype not in _DTYPES:
         raise ValueError(f"unknown dtype {dtype!r}{suggest(dtype, _DTYPES)}; choose one of {', '.join(_DTYPES)} (or a torch.dtype)")
     return _DTYPES[dtype]
-
 
 # %% ../nbs/06_checkpoint.ipynb #c5ddcfeb
 @dataclass

@@ -257,6 +257,26 @@ def test_changed_input_file_is_refused_for_reuse_scoring_and_resume(tmp_path, ca
         load_run(finished)
 
 
+def test_edited_corpus_is_refused_for_reuse_and_scoring(tmp_path, monkeypatch):
+    "A local corpus edited after training names a new token cache, made from the edited text: not the run's tokens."
+    monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
+    docs = write_documents(tmp_path / "docs", n=5, lines=200)
+    cfg = TrainConfig(**{**TINY, "corpus": str(docs), "vocab_size": 259})
+    out = tmp_path / "run"
+    train(cfg, out, progress=False)
+    for split in ("train", "validation"):  # a cache deleted and made again from the same corpus is the run's input
+        tokens_path(str(docs), split, 259).unlink()
+    assert load_run(out).finished
+    edited = docs / "doc0.txt"
+    edited.write_text(edited.read_text().replace("quick", "slow"))
+    before = snapshot(out)
+    for use in (lambda: train(cfg, out, progress=False), lambda: load_run(out)):
+        with pytest.raises(CheckpointError) as error:
+            use()
+        assert "tokens" in str(error.value) and "changed" in str(error.value) and "corpus" in str(error.value), error.value
+    assert snapshot(out) == before
+
+
 @pytest.mark.parametrize("edit, facts", [
     (lambda meta: dict(meta, finished=True), ["finished: True at step 6 of max_steps 12"]),
     (lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2)), ["config_hash"]),
