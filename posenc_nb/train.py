@@ -11,6 +11,7 @@ import math
 import os
 import shlex
 import shutil
+import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import fields
@@ -36,6 +37,9 @@ def prepare_run_folder(out_dir: Path, meta: dict | None, force: bool):
     if force:
         for name in ("meta.json", "metrics.jsonl"):
             (out_dir / name).unlink(missing_ok=True)
+    elif meta is None and (unnamed := sorted(p.name for p in out_dir.glob("model-*.safetensors"))):  # said, not done in silence
+        print(f"{out_dir} has no meta.json, so no checkpoint names {', '.join(unnamed)} (a first checkpoint cut short, or "
+              "meta.json deleted): weights without their checksums are removed, and the run starts from step 0.", file=sys.stderr)
     remove_unreferenced(out_dir)
     truncate_metrics(out_dir / "metrics.jsonl", meta["step"] if meta else 0)
 
