@@ -242,7 +242,12 @@ class TransformerLM(nn.Module):
         "Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request."
         if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
-        x = self.drop(self.pos.embed(self.tok_emb(idx) * self.embed_scale))
+        try:
+            embedded = self.tok_emb(idx)
+        except IndexError:  # an id outside the vocabulary: named, at no cost to inputs whose ids fit
+            check_token_ids(idx, self.config.vocab_size)
+            raise
+        x = self.drop(self.pos.embed(embedded * self.embed_scale))
         bias = attention_bias(self.pos, idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
         hidden_states, attentions = [x], []
         for block in self.blocks:
