@@ -25,8 +25,9 @@ from .special_tokens import DEFAULT_VOCAB_SIZE, EOS_ID, MIN_VOCAB_SIZE, SPECIAL_
 from .utils import EXIT_STATUS, atomic_write, check_sha256, file_lock, run_command, sha256_file, suggest, write_json
 
 # %% auto #0
-__all__ = ['train_tokenizer', 'read_tokenizer', 'special_ids', 'tokenizer_path', 'load_tokenizer', 'tokenizer_of', 'tokens_of',
-           'write_tokens', 'tokens_path', 'load_tokens', 'document_lengths', 'corpus_stats', 'fetch_all', 'main']
+__all__ = ['train_tokenizer', 'check_tokenizer_file', 'read_tokenizer', 'special_ids', 'tokenizer_path', 'load_tokenizer',
+           'tokenizer_of', 'tokens_of', 'write_tokens', 'tokens_path', 'load_tokens', 'document_lengths',
+           'corpus_stats', 'fetch_all', 'main']
 
 # %% ../nbs/04_tokens.ipynb #d6ef0707
 def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_VOCAB_SIZE) -> Tokenizer:
@@ -42,11 +43,16 @@ def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_
     return tokenizer
 
 
-def read_tokenizer(path: str | Path) -> Tokenizer:
-    "A tokenizers JSON file, with whichever of `SPECIAL_TOKENS` it lacks added after its vocabulary (see `special_ids`)."
+def check_tokenizer_file(path: str | Path):
+    "Raise `ValueError` unless `path`, a tokenizer file given by the user, exists."
     if not Path(path).is_file():
         raise ValueError(f"Tokenizer file {path} does not exist: give the path of a tokenizers JSON file (tokenizer=PATH), "
                          "or leave tokenizer unset for the corpus' own BPE.")
+
+
+def read_tokenizer(path: str | Path) -> Tokenizer:
+    "A tokenizers JSON file, with whichever of `SPECIAL_TOKENS` it lacks added after its vocabulary (see `special_ids`)."
+    check_tokenizer_file(path)
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as error:
@@ -122,8 +128,8 @@ def tokens_path(corpus: str | Path = "shakespeare", split: str = "train", vocab_
     "Where a split's token array is cached: by corpus and vocabulary size, or by the file and checksum of a given tokenizer."
     if split not in SPLITS:
         raise ValueError(f"Unknown split {split!r}: use one of {', '.join(SPLITS)}.")
-    if tokenizer is not None and not Path(tokenizer).is_file():
-        raise ValueError(f"Tokenizer file {tokenizer} does not exist: give the path of a tokenizers JSON file, or None for the corpus' own.")
+    if tokenizer is not None:
+        check_tokenizer_file(tokenizer)
     made_by = f"bpe{vocab_size}" if tokenizer is None else f"{Path(tokenizer).stem}-{sha256_file(Path(tokenizer))[:12]}"
     return data_dir() / "tokens" / f"{corpus_key(corpus)}-{made_by}" / f"{split}.npy"
 
