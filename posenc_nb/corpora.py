@@ -109,7 +109,7 @@ def _zst_chunks(file: Path, size: int = 1 << 20) -> Iterator[bytes]:
     if not decoder.eof:
         raise EOFError("its last zstandard frame is cut short")
 
-
+# %% ../nbs/03_corpora.ipynb #7321c956
 def _split_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
     "The lines (each with its newline, the last perhaps without) of the bytes in `chunks`."
     pending = b""
@@ -128,7 +128,7 @@ def _byte_lines(file: Path) -> Iterator[bytes]:
     with gzip.open(file, "rb") if file.name.endswith(".gz") else file.open("rb") as lines:
         yield from lines
 
-
+# %% ../nbs/03_corpora.ipynb #a8ccfe78
 def _codec_errors(file: Path) -> tuple[type[Exception], ...]:
     "What reading `file` raises when its bytes are not what its name says (`OSError` covers a file that is not gzip)."
     if file.name.endswith(".zst"):

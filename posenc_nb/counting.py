@@ -25,7 +25,7 @@ __all__ = ['POWER_LAWS', 'FLOOR_LAW', 'LAYER_AXIS', 'LEGEND_BELOW', 'visible_key
            'attention_module', 'edited_attention', 'attention_output', 'output_center', 'output_deviation',
            'spread_by_position', 'law_curve', 'power_law_fits', 'plot_spread', 'deviation_features', 'counting_probes',
            'series_colors', 'plot_counting_probes', 'equalised_deviation', 'equalised_deviations', 'uniform_attention',
-           'replaced_attention_output', 'mean_attention_output', 'shuffled_attention_output', 'model_perplexity',
+           'replaced_attention_output', 'mean_attention_output', 'resampled_attention_output', 'model_perplexity',
            'intervention_effects', 'plot_interventions']
 
 # %% ../nbs/16_counting.ipynb #961e31c1
@@ -258,20 +258,20 @@ def replaced_attention_output(model, layer: int, replace):
     return edited_attention(model, layer, lambda module, inputs, output: (replace(output[0]), output[1]))
 
 
-def mean_attention_output(model, layer: int):
-    "Context: block `layer`'s attention output at every position set to its mean over the sequence's positions."
-    return replaced_attention_output(model, layer, lambda output: output.mean(1, keepdim=True).expand_as(output))
+def mean_attention_output(model, layer: int, reference: torch.Tensor):
+    "Context: block `layer`'s attention output at every token set to its mean over the tokens of `reference` `(n, T)`."
+    center = output_center(model, reference, layer)  # from other windows: nothing of the sequence run, so nothing later
+    return replaced_attention_output(model, layer, lambda output: center.to(output).expand_as(output))
 
 
-def shuffled_attention_output(model, layer: int, seed: int = 0):
-    "Context: block `layer`'s attention output permuted across the positions of each sequence (permutations from `seed`)."
+def resampled_attention_output(model, layer: int, reference: torch.Tensor, seed: int = 0):
+    "Context: block `layer`'s attention output at every token replaced by its output at a random token of `reference`."
+    pool = torch.cat([attention_output(model, batch, layer).flatten(0, 1) for batch in reference.split(32)])
     generator = torch.Generator().manual_seed(seed)
 
-    def shuffle(output):
-        batch, length = output.shape[:2]
-        order = torch.stack([torch.randperm(length, generator=generator) for _ in range(batch)]).to(output.device)
-        return output.gather(1, order[..., None].expand_as(output))
-    return replaced_attention_output(model, layer, shuffle)
+    def resample(output):  # from other windows, as the mean: a position's draw never depends on later tokens
+        return pool[torch.randint(len(pool), output.shape[:2], generator=generator)].to(output)
+    return replaced_attention_output(model, layer, resample)
 
 # %% ../nbs/16_counting.ipynb #e95f639f
 def model_perplexity(model, tokens, seq_len: int, max_tokens: int | None = None, seed: int = 0) -> float:

@@ -11,17 +11,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from .paper import paper_table, parse_claims
+from .claims import read_claims
+from .evaluate import WORD_ORDER_LOSSES
+from .paper import paper_table
 from .plots import encoding_label
 from .profiles import committed_figures
 from .seeds import format_mean_std, seed_summary
 from .utils import REPO_ROOT, atomic_write
 
 # %% auto #0
-__all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'budget_table', 'extrapolation_table',
-           'context_use_table', 'settings_table', 'probe_table', 'mlm_table', 'word_order_table',
-           'loss_by_position_table', 'beyond_table', 'counting_table', 'notebook_verdicts', 'render', 'readme_blocks',
-           'update_readme', 'notebook_claims', 'claims_table']
+__all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'StaleTable', 'read_table',
+           'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table', 'probe_table', 'mlm_table',
+           'word_order_table', 'loss_by_position_table', 'beyond_table', 'counting_table', 'notebook_verdicts',
+           'render', 'readme_blocks', 'update_readme', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
@@ -35,6 +37,22 @@ def label(encoding: str, variant=None) -> str:
     "An encoding's display name, with its variant (as the CSVs write it) after it."
     return encoding_label(encoding) + (f" ({variant})" if isinstance(variant, str) and variant else "")
 
+# %% ../nbs/14b_report.ipynb #344c8dd1
+class StaleTable(Exception):
+    "A CSV a table reads is not in the figures folder, or lacks the columns the table reads (an older notebook wrote it)."
+
+
+def read_table(figures: Path, name: str, columns: list[str]) -> pd.DataFrame:
+    "`figures/name` as a DataFrame, after checking that it is there and has `columns`: a `StaleTable` names what is wrong."
+    path = Path(figures) / name
+    if not path.is_file():
+        raise StaleTable(f"`{name}` is not there yet: the `posenc-reproduce` run that writes it fills this block")
+    df = pd.read_csv(path)
+    if missing := [c for c in columns if c not in df.columns]:
+        raise StaleTable(f"`{name}` was written before this table read {', '.join(missing)}: the next `posenc-reproduce` "
+                         "run rewrites it")
+    return df
+
 # %% ../nbs/14b_report.ipynb #bf60f32b
 def _mean_std(df: pd.DataFrame, by: list, value: str, digits: int) -> pd.DataFrame:
     "`value` as 'mean ± std' over seeds per group of `by`, groups in the order they appear."
@@ -44,15 +62,16 @@ def _mean_std(df: pd.DataFrame, by: list, value: str, digits: int) -> pd.DataFra
 
 def budget_table(figures: Path) -> str:
     "Minutes per notebook of the last full run, and their total."
-    timings = pd.read_csv(figures / "reproduce_timings.csv")
+    timings = read_table(figures, "reproduce_timings.csv", ["notebook", "seconds"])
     minutes = timings.set_index("notebook").seconds.div(60).round(1)
     return markdown_table(pd.concat([minutes, pd.Series({"**total**": round(timings.seconds.sum() / 60, 1)})]).to_frame("minutes"))
 
 
 def extrapolation_table(figures: Path) -> str:
     "Perplexity (mean ± std over seeds) per encoding and evaluation length, non-overlapping windows; longest over training length."
-    ppl = pd.read_csv(figures / "extrapolation.csv").query("protocol == 'nonoverlapping'")
-    train_len = int(pd.read_csv(figures / "context_use.csv").train_length.iloc[0])
+    ppl = read_table(figures, "extrapolation.csv", ["encoding", "seed", "context_length", "protocol", "perplexity"])
+    ppl = ppl.query("protocol == 'nonoverlapping'")
+    train_len = int(read_table(figures, "context_use.csv", ["train_length"]).train_length.iloc[0])
     table = _mean_std(ppl, ["encoding", "context_length"], "perplexity", 1).pivot(index="encoding", columns="context_length", values="text")
     means = ppl.groupby(["encoding", "context_length"]).perplexity.mean().unstack()
     longest = means.columns.max()
@@ -62,12 +81,11 @@ def extrapolation_table(figures: Path) -> str:
 
 
 def context_use_table(figures: Path) -> str:
-    "Perplexity with the whole training context over perplexity with the shortest, per encoding (mean ± std over seeds)."
-    use = pd.read_csv(figures / "context_use.csv")
-    text = format_mean_std(use, "ratio", 3)
-    head = f"perplexity@{use.train_length.iloc[0]} / perplexity@{use.short_length.iloc[0]}"
-    return markdown_table(pd.DataFrame({head: text.values, "uses its context": use.uses_context.map({True: "yes", False: "no"}).values},
-                                       index=use.encoding.map(label)))
+    "What the whole training context gains over each shorter one on the same targets, nats a byte (mean ± std over seeds)."
+    use = read_table(figures, "context_use.csv", ["encoding", "seed", "short_length", "train_length", "gain_nats"])
+    table = _mean_std(use, ["encoding", "short_length"], "gain_nats", 3).pivot(index="encoding", columns="short_length", values="text")
+    table.columns = [f"{use.train_length.iloc[0]} over {short}" for short in table.columns]
+    return markdown_table(table.loc[list(dict.fromkeys(use.encoding))].rename(index=label))
 
 # %% ../nbs/14b_report.ipynb #7aeb155b
 PAPER_TABLES = {"table1_corpora": "table1", "table2_model_sizes": "table2", "table3_train_lengths": "table3"}
@@ -84,7 +102,7 @@ def _setting_name(df: pd.DataFrame, column: str, setting) -> str:
 def settings_table(name: str, column: str):
     "The table of `name`.csv (one seed): mean perplexity per setting of `column` and encoding, the paper's rows below."
     def table(figures: Path) -> str:
-        df = pd.read_csv(figures / f"{name}.csv")
+        df = read_table(figures, f"{name}.csv", [column, "encoding", "perplexity", "n_params", "train_tokens"])
         ours = df.groupby([column, "encoding"], sort=False).perplexity.mean().unstack().round(1)
         ours.index = [_setting_name(df, column, setting) for setting in ours.index]
         paper = paper_table(PAPER_TABLES[name]).T[ours.columns]
@@ -94,41 +112,43 @@ def settings_table(name: str, column: str):
 
 # %% ../nbs/14b_report.ipynb #8c228051
 def probe_table(figures: Path) -> str:
-    "The MLP probe's posterior-median error (mean ± std over seeds) per layer and encoding."
-    mad = pd.read_csv(figures / "probe_mad.csv").query("probe == 'mlp'")
-    table = _mean_std(mad, ["layer", "encoding"], "median_mad", 1).pivot(index="layer", columns="encoding", values="text")
-    return markdown_table(table[list(dict.fromkeys(mad.encoding))].rename(columns=label))
+    "The MLP probe's posterior-median error (mean ± std over seeds) per layer and model, the untrained controls beside."
+    mad = read_table(figures, "probe_mad.csv", ["encoding", "trained", "seed", "layer", "probe", "median_mad"]).query("probe == 'mlp'")
+    mad = mad.assign(model=[label(e, None if t else "untrained") for e, t in zip(mad.encoding, mad.trained)])
+    table = _mean_std(mad, ["layer", "model"], "median_mad", 1).pivot(index="layer", columns="model", values="text")
+    return markdown_table(table[list(dict.fromkeys(mad.model))])
 
 
 def mlm_table(figures: Path) -> str:
     "Masked-token and next-token perplexity (mean ± std over seeds) per encoding and variant, and each unigram baseline."
-    summary = pd.read_csv(figures / "mlm_control_summary.csv")
+    summary = read_table(figures, "mlm_control_summary.csv", ["encoding", "variant", "objective", "perplexity_mean", "perplexity_std", "n_seeds"])
     summary["model"] = [label(e, None if v == "trained" else v) for e, v in zip(summary.encoding, summary.variant)]
     table = summary.assign(text=format_mean_std(summary, "perplexity", 1)).pivot(index="model", columns="objective", values="text").astype(object)
-    unigram = pd.read_csv(figures / "mlm_control.csv").groupby("objective").unigram_perplexity.first().round(1)
+    unigram = read_table(figures, "mlm_control.csv", ["objective", "unigram_perplexity"]).groupby("objective").unigram_perplexity.first().round(1)
     table.loc["unigram baseline"] = unigram
     order = [*dict.fromkeys(summary.model), "unigram baseline"]
     return markdown_table(table.loc[order, ["mlm", "clm"]].rename(columns={"mlm": "masked LM: masked tokens", "clm": "causal LM: next token"}))
 
 
 def word_order_table(figures: Path) -> str:
-    "Target loss with the prefix intact and shuffled, and what shuffling costs (nats, mean ± std over seeds)."
-    summary = pd.read_csv(figures / "word_order_summary.csv")
-    names = {"loss_intact": "prefix intact", "loss_shuffled": "prefix shuffled", "penalty": "cost of shuffling"}
-    return markdown_table(pd.DataFrame({names[value]: format_mean_std(summary, value, 3).values for value in names},
+    "Mean target loss with the prefix intact and shuffled in each form (`WORD_ORDER_LOSSES`), nats a byte, mean ± std over seeds."
+    columns = [f"{loss}_{stat}" for loss in WORD_ORDER_LOSSES for stat in ("mean", "std")]
+    summary = read_table(figures, "word_order_summary.csv", ["encoding", "n_seeds", *columns])
+    return markdown_table(pd.DataFrame({name: format_mean_std(summary, loss, 3).values for loss, name in WORD_ORDER_LOSSES.items()},
                                        index=summary.encoding.map(label)))
 
 
 def loss_by_position_table(figures: Path) -> str:
-    "Loss (nats, mean over seeds) per segment of the context and encoding."
-    summary = pd.read_csv(figures / "loss_by_position_summary.csv")
+    "Loss (nats a byte on bytes, mean over seeds) per segment of the context and encoding."
+    summary = read_table(figures, "loss_by_position_summary.csv", ["encoding", "segment", "loss_mean"])
     table = summary.pivot(index="encoding", columns="segment", values="loss_mean").round(3)
     return markdown_table(table.loc[list(dict.fromkeys(summary.encoding)), list(dict.fromkeys(summary.segment))].rename(index=label))
 
 # %% ../nbs/14b_report.ipynb #524ee47a
 def beyond_table(figures: Path) -> str:
     "Every encoding (one seed): perplexity at the training length and the longest, their ratio, and the probe (share of random)."
-    df = pd.read_csv(figures / "beyond_the_paper.csv")
+    df = read_table(figures, "beyond_the_paper.csv", ["label", "variant", "ppl_at_train_len", "extrapolation_ratio", "probe_embedding",
+                                                      "probe_best", "best_layer"])
     longest = [c for c in df.columns if c.startswith("ppl_at_") and c != "ppl_at_train_len"][0].removeprefix("ppl_at_")
     number = lambda fmt: (lambda x: "" if pd.isna(x) else f"{x:{fmt}}")
     table = pd.DataFrame({"at the training length": df.ppl_at_train_len.map(number(".1f")).values,
@@ -142,7 +162,7 @@ def beyond_table(figures: Path) -> str:
 
 def counting_table(figures: Path) -> str:
     "How the first block's output spread falls with position in the causal model: each law's fit."
-    fits = pd.read_csv(figures / "counting_spread_fits.csv").query("model == 'causal' and layer == 1")
+    fits = read_table(figures, "counting_spread_fits.csv", ["model", "layer", "law", "p", "rms_log_error"]).query("model == 'causal' and layer == 1")
     return markdown_table(fits.set_index("law")[["p", "rms_log_error"]].round(3).rename(columns={"p": "exponent p", "rms_log_error": "rms log error"}))
 
 # %% ../nbs/14b_report.ipynb #dfc48dfb
@@ -191,7 +211,10 @@ def render(name: str, figures: Path) -> str:
         return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
     if name not in TABLES:
         raise KeyError(f"README block {name!r} is neither a table ({', '.join(TABLES)}) nor verdicts/NOTEBOOK")
-    return TABLES[name](Path(figures))
+    try:
+        return TABLES[name](Path(figures))
+    except StaleTable as stale:
+        return f"({stale}.)"
 
 
 def readme_blocks(text: str) -> dict[str, str]:
@@ -207,20 +230,15 @@ def update_readme(readme: Path = REPO_ROOT / "README.md", figures: Path | None =
     atomic_write(Path(readme), lambda tmp: tmp.write_text(new))
     return changed
 
-# %% ../nbs/14b_report.ipynb #c1a1e012
-def notebook_claims(source: Path, executed: Path) -> list[dict]:
-    "The claim lines the verdict cells of `source` printed in `executed` (none from a copy older than them)."
-    return parse_claims(notebook_verdicts(source, executed))
-
-
+# %% ../nbs/14b_report.ipynb #8d27f858
 def claims_table(figures: Path) -> str:
-    "A row per paper claim stated by an experiment notebook's executed copy: its status here, evidence and notebook."
-    rows = [dict(claim, notebook=source.stem) for source in sorted(EXPERIMENTS.glob("*.ipynb"))
-            for claim in notebook_claims(source, Path(figures) / "notebooks" / source.name)]
-    if not rows:
-        return "No executed notebook states a paper claim yet: `posenc-reproduce` fills this table."
-    cells = pd.DataFrame(rows).replace(r"\|", r"\\|", regex=True)  # a bar inside a cell would split it
-    return markdown_table(cells.set_index("claim").rename(columns={"status": "here"})[["here", "evidence", "notebook"]], "claim")
+    "A row per paper claim in `figures/claims.csv`: its status here, our numbers and the paper's, the rule and the notebook."
+    claims = read_claims(figures)
+    if claims.empty:
+        return "No experiment notebook has saved its claims here yet: `posenc-reproduce` fills this table."
+    cells = claims.replace(r"\|", r"\\|", regex=True)  # a bar inside a cell would split it
+    names = {"status": "here", "ours": "our numbers", "paper": "the paper's", "rule": "rule"}
+    return markdown_table(cells.set_index("claim").rename(columns=names)[[*names.values(), "notebook"]], "claim")
 
 
 TABLES["claims"] = claims_table

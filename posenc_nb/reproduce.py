@@ -21,6 +21,7 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
+from .claims import write_claims_table
 from .config import ConfigError, parse_overrides
 from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
@@ -175,8 +176,9 @@ def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, repl
 
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6
 def _run_staged(notebook: Path, parameters: dict, out_dir: Path) -> Path:
-    """Run `notebook` into a staging folder in `out_dir` and publish its executed copy, figures and tables together; a
-    failed notebook publishes nothing, and its executed copy, with the traceback, is kept as `notebooks/NAME.failed.ipynb`."""
+    """Run `notebook` into a staging folder in `out_dir` and publish its executed copy, figures, tables and claims together
+    (`claims.csv` gathers every notebook's anew); a failed notebook publishes nothing, and its executed copy, with the
+    traceback, is kept as `notebooks/NAME.failed.ipynb`."""
     staging, published = out_dir / f".staging-{notebook.stem}", out_dir / "notebooks" / notebook.name
     staged, failed = staging / "notebooks" / notebook.name, published.with_suffix(".failed.ipynb")
     shutil.rmtree(staging, ignore_errors=True)
@@ -184,6 +186,7 @@ def _run_staged(notebook: Path, parameters: dict, out_dir: Path) -> Path:
         run_notebook(notebook, staged, {**parameters, "out_dir": os.path.relpath(staging, notebook.parent)})
         failed.unlink(missing_ok=True)
         _publish(staging, out_dir)
+        write_claims_table(out_dir)
         return published
     except ReproductionError as e:
         if staged.exists():
@@ -245,7 +248,8 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter like any
     other). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one through torchrun on
     `nproc_per_node` processes (`train_locally`), and the notebooks only analyse. A full run into the committed figures
-    also rewrites the README's generated blocks (`posenc_nb.report`)."""
+    also rewrites the README's generated blocks (`posenc_nb.report`); a full run elsewhere writes a copy of the README with
+    its blocks from `out_dir` there, as `out_dir`/README.md."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
@@ -257,8 +261,10 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=params["train_jobs"])
     if not only:
         timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
-    if not only and out_dir == committed_figures():  # the README quotes the committed results: from them, never by hand
-        log(f"README.md: rewrote {', '.join(update_readme()) or 'nothing (its results were already these)'}")
+        readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
+        if out_dir != committed_figures():
+            readme = Path(shutil.copyfile(readme, out_dir / "README.md"))
+        log(f"{readme}: rewrote {', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
     return timings
 
 # %% ../nbs/14_reproduce.ipynb #f77f4e27

@@ -166,9 +166,36 @@ def test_navigation_follows_the_paper(site):
     experiments = [h for h in order if h.startswith("experiments/")]
     chapters = [h for h in order if h.startswith("library/")]
     assert order.index("setup.html") < order.index(experiments[0]) and order.index(experiments[-1]) < order.index(chapters[0])
-    assert experiments == sorted(experiments) and chapters == sorted(chapters)
-    assert len(experiments) == len(list((ROOT / "figures" / "notebooks").glob("*.ipynb")))
-    assert len(chapters) == len(list((ROOT / "nbs").glob("[0-9][0-9]_*.ipynb")))
+    assert experiments == [f"experiments/{p.stem}.html" for p in in_reading_order(ROOT / "figures" / "notebooks", "*.ipynb")]
+    assert chapters == [f"library/{p.stem}.html" for p in in_reading_order(ROOT / "nbs", "[0-9]*.ipynb")]
+
+
+def in_reading_order(folder: Path, pattern: str) -> list[Path]:
+    "The notebooks in `folder`, by number, each lettered chapter after its parent: 02, 02a, 02b, 03, ..., 12, 12a, 12e."
+    def key(path):
+        digits, letters = re.match(r"(\d*)([a-z]*)", path.stem).groups()
+        return int(digits or -1), letters, path.name
+    return sorted(folder.glob(pattern), key=key)
+
+
+def test_every_notebook_has_a_page_in_order(tmp_path):
+    """Every chapter (`nbs/[0-9]*.ipynb`, lettered ones such as 02a or 12e included) and every executed experiment
+    notebook (`figures/notebooks/`) is staged as a page and listed, in order, in its section's navigation: the
+    expected pages come from the folders, so a notebook added tomorrow is checked too."""
+    build = load_builder()
+    build.stage(tmp_path / "site")
+    for section, notebooks in [("library", in_reading_order(ROOT / "nbs", "[0-9]*.ipynb")),
+                               ("experiments", in_reading_order(ROOT / "figures" / "notebooks", "*.ipynb"))]:
+        expected = [p.stem for p in notebooks]
+        assert len(expected) > 10, f"only {expected} found for {section}"
+        staged = {p.stem for p in (tmp_path / "site" / section).glob("*.ipynb")}
+        assert not set(expected) - staged, f"no {section} page for {sorted(set(expected) - staged)}"
+        assert not staged - set(expected), f"{section} pages without a notebook: {sorted(staged - set(expected))}"
+        index = (tmp_path / "site" / f"{section}.md").read_text(encoding="utf-8")
+        toctree = index.split("```{toctree}", 1)[1].split("```", 1)[0]
+        assert re.findall(rf"^{section}/(\S+)$", toctree, re.M) == expected, f"{section}.md's navigation"
+        for stem in expected:  # each listed with its own number: `02a · ...`, not `02 · ...`
+            assert f"- [{stem.split('_', 1)[0]} · " in index and f"]({section}/{stem}.ipynb)" in index, stem
 
 
 def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):

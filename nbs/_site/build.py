@@ -13,8 +13,24 @@ import nbformat
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent
 STAGE, OUT = ROOT / "_proc" / "site", ROOT / "_docs"
-CHAPTERS = sorted((ROOT / "nbs").glob("[0-9][0-9]_*.ipynb"))  # the library, one module each
-EXPERIMENTS = sorted((ROOT / "figures" / "notebooks").glob("*.ipynb"))  # executed by the runner, in the paper's order
+
+
+def number(path: Path) -> str:
+    "A notebook's number as a reader sees it: `02` of `02_utils`, `12e` of `12e_claims`."
+    return path.stem.split("_", 1)[0]
+
+
+def in_order(paths) -> list[Path]:
+    "Notebooks in their numbers' order, a lettered one after its parent: 02, 02a, 02b, 03, ..., 12, 12a, ..., 14b."
+    def key(path):
+        digits, letters = re.match(r"(\d*)(.*)", number(path)).groups()
+        return int(digits or -1), letters, path.name
+    return sorted(paths, key=key)
+
+
+# Every notebook that has a page, found in its folder at build time: a chapter added tomorrow gets one too
+CHAPTERS = in_order((ROOT / "nbs").glob("[0-9]*.ipynb"))  # the library, one module each: 00_encodings, 02a_..., 12e_...
+EXPERIMENTS = in_order((ROOT / "figures" / "notebooks").glob("*.ipynb"))  # executed by the runner, in the paper's order
 DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell directives (any spacing)
 # nbdev/Quarto front matter in a title cell (`- skip_exec: true`): settings for a renderer, not text for a reader
 FRONT_MATTER = re.compile(r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M)
@@ -124,7 +140,7 @@ def title_and_summary(path: Path) -> tuple[str, str]:
 
 def index_page(title: str, intro: str, folder: str, notebooks: list[Path]) -> str:
     "A section's page: its notebooks listed with their summaries, and the toctree that puts them in the navigation."
-    rows = "\n".join(f"- [{path.stem[:2]} · {name}]({folder}/{path.name}): {summary}"
+    rows = "\n".join(f"- [{number(path)} · {name}]({folder}/{path.name}): {summary}"
                      for path in notebooks for name, summary in [title_and_summary(path)])
     toc = "\n".join(f"{folder}/{path.stem}" for path in notebooks)
     return f"# {title}\n\n{intro}\n\n{rows}\n\n```{{toctree}}\n:hidden:\n\n{toc}\n```\n"
@@ -175,7 +191,7 @@ def claim_section(heading: str, body: str) -> str:
     experiment = experiment_of(heading)
     name, _ = title_and_summary(experiment)
     data = [n for n in named_files(heading) if n.endswith(".csv") and (ROOT / "figures" / n).is_file()]
-    links = f"Experiment: [{experiment.stem[:2]} · {name}](experiments/{experiment.name})"
+    links = f"Experiment: [{number(experiment)} · {name}](experiments/{experiment.name})"
     if data:
         links += " · data: " + ", ".join(f"[{n}](data/{n})" for n in data)
     title = re.sub(r"\s*\(`.*$", "", heading)
@@ -196,26 +212,26 @@ def readme_pages(readme: str) -> dict[str, str]:
     return {"index.md": "\n\n".join(home), "setup.md": site_links("\n\n".join(setup))}
 
 
-def stage():
-    "Write every page's source into `_proc/site/` (emptied first)."
-    shutil.rmtree(STAGE, ignore_errors=True)
+def stage(into: Path = STAGE):
+    "Write every page's source into `into` (emptied first): `_proc/site/`, which Sphinx builds."
+    shutil.rmtree(into, ignore_errors=True)
     for folder in ("library", "experiments", "figures", "data"):
-        (STAGE / folder).mkdir(parents=True)
+        (into / folder).mkdir(parents=True)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for image in set(re.findall(r"\]\(figures/([\w-]+\.png)\)", readme)):
-        shutil.copy2(ROOT / "figures" / image, STAGE / "figures" / image)
+        shutil.copy2(ROOT / "figures" / image, into / "figures" / image)
     for table in (ROOT / "figures").glob("*.csv"):
-        shutil.copy2(table, STAGE / "data" / table.name)
+        shutil.copy2(table, into / "data" / table.name)
     for name, text in readme_pages(readme).items():
-        (STAGE / name).write_text(text, encoding="utf-8")
+        (into / name).write_text(text, encoding="utf-8")
     for path in EXPERIMENTS:
-        stage_experiment(path, STAGE / "experiments" / path.name)
+        stage_experiment(path, into / "experiments" / path.name)
     for path in CHAPTERS:
-        stage_chapter(path, STAGE / "library" / path.name)
-    (STAGE / "experiments.md").write_text(index_page(
+        stage_chapter(path, into / "library" / path.name)
+    (into / "experiments.md").write_text(index_page(
         "Experiments", "One notebook per figure or table of the paper, in the paper's order, as `posenc-reproduce "
         "--profile cpu` executed it: its figures, tables and verdicts.", "experiments", EXPERIMENTS), encoding="utf-8")
-    (STAGE / "library.md").write_text(index_page(
+    (into / "library.md").write_text(index_page(
         "Library", "The chapters of `posenc_nb`, each one module, with its examples' committed outputs and the API of "
         "what it exports.", "library", CHAPTERS), encoding="utf-8")
 
