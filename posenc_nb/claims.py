@@ -15,10 +15,10 @@ from .paper import PAPER_RESULTS, nopos_gap, paper_table
 from .seeds import beyond_spread, seed_gap
 
 # %% auto #0
-__all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'BYTES_PER_TOKEN', 'PAPER_GAP', 'MASKED_COLLAPSE', 'CLAIMS_FILE',
-           'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of', 'Check', 'positive_arm_check', 'gate', 'paper_gaps',
-           'competitive', 'extrapolation', 'size_trend', 'learns_position', 'masked_lm', 'word_order', 'save_claims',
-           'write_claims_table', 'read_claims']
+__all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'BYTES_PER_TOKEN', 'PAPER_GAP', 'STATEMENTS', 'MASKED_COLLAPSE',
+           'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of', 'Check', 'positive_arm_check', 'gate',
+           'paper_gaps', 'untested', 'competitive', 'extrapolation', 'size_trend', 'learns_position', 'masked_lm',
+           'word_order', 'save_claims', 'write_claims_table', 'read_claims']
 
 # %% ../nbs/12e_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -44,6 +44,8 @@ class Claim:
 
     def untested(self, reason: str) -> Claim:
         "This claim as not tested, because of `reason`; the numbers measured stay, for the record."
+        if self.status == "not tested":  # already: the first reason stays, the new one before it
+            return replace(self, ours=f"{reason}; {self.ours}")
         return replace(self, status="not tested", ours=f"{reason} (measured all the same: {self.ours})")
 
 
@@ -99,30 +101,58 @@ def paper_gaps() -> pd.DataFrame:
 
 PAPER_GAP = float(paper_gaps().nats_per_byte.max())  # nats a byte: the largest gap the paper reports, on our scale
 
-# %% ../nbs/12e_claims.ipynb #0ea08a92
+# %% ../nbs/12e_claims.ipynb #1bac6633
+STATEMENTS = {  # rule -> the claim, the paper's numbers and the rule, in words
+    "competitive": dict(
+        claim="Without positional encoding a causal LM is competitive at its training length",
+        paper=f"NoPos's gap is at most {PAPER_GAP:.3f} nats a byte (Table 2's 125M model, "
+              f"{np.expm1(PAPER_GAP * BYTES_PER_TOKEN['pile']):+.1%} per GPT-2 token)",
+        rule=f"reproduces within {PAPER_GAP:.3f} nats a byte, partly within {3 * PAPER_GAP:.3f} or within the seed spread of it"),
+    "extrapolation": dict(
+        claim="Beyond the training length, ALiBi stays flat and NoPos degrades less than sinusoidal",
+        paper="the blog's five models at 1024 after training at 128 (read off its figure): "
+              + ", ".join(f"{e} {v:g}" for e, v in PAPER_RESULTS["blog_fig1_at_1024"].items()),
+        rule="ALiBi's mean ratio at most 1.1, and NoPos's below sinusoidal's beyond the seed spread: both reproduce, one partly"),
+    "size_trend": dict(
+        claim="The NoPos gap narrows as models grow",
+        paper="from {:+.1%} (125M) to {:+.1%} (1.3B) on the Pile".format(*nopos_gap(paper_table("table2")).iloc[[0, -1]]),
+        rule="narrowing beyond twice the core models' relative seed spread reproduces; widening beyond it does not; "
+             "a change within it (or an unknown spread) is not established"),
+    "learns_position": dict(
+        claim="A causal model without positions learns absolute position (a probe reads it from its middle layers)",
+        paper="Figure 2: NoPos's probe error falls from 337 (random: 341) at the embeddings to 16.5 at layer 6 of 24, "
+              "learned positions 8.8 there",
+        rule="below the untrained control beyond the seed spread and within twice the learned model's error reproduces; "
+             "below the control alone, partly; one seed, not established"),
+}
+
+
+def untested(rule: str, reason: str) -> Claim:
+    "The claim of `rule` (a key of `STATEMENTS`) as not tested, because of `reason`."
+    return Claim(**STATEMENTS[rule], status="not tested", ours=reason)
+
+
 def _nats(ppl) -> np.ndarray:
     "Perplexities (a value per seed) as losses in nats a byte."
     return np.log(np.asarray(ppl, dtype=float))
 
 
-def _spread(gap: dict) -> str:
-    return gap["verdict"]
+def _settled(gap: dict, status: str) -> str:
+    "`status`, unless the `seed_gap` it rests on has no spread to judge it by (one seed): then not established."
+    return "not established" if np.isnan(gap["spread"]) else status
 
-
+# %% ../nbs/12e_claims.ipynb #67436545
 def competitive(nopos_ppl, best_ppl, best: str, length: int) -> Claim:
     """NoPos against the best encoding with positions (`best`, perplexities a seed each) at the training `length`: within
     `PAPER_GAP` nats a byte reproduces; within three times it, or not beyond it by more than the seed spread, partly."""
     gap = seed_gap(_nats(nopos_ppl), _nats(best_ppl))
     over = gap["gap"] - PAPER_GAP
     status = status_of(over <= 0, over <= 2 * PAPER_GAP or not beyond_spread(over, gap["spread"]))
-    return Claim("Without positional encoding a causal LM is competitive at its training length", status,
-                 f"at {length}: NoPos {np.mean(nopos_ppl):.2f} against {best} {np.mean(best_ppl):.2f}, "
-                 f"{gap['gap']:+.3f} nats a byte ({_spread(gap)})",
-                 f"NoPos's gap is at most {PAPER_GAP:.3f} nats a byte (Table 2's 125M model, "
-                 f"{np.expm1(PAPER_GAP * BYTES_PER_TOKEN['pile']):+.1%} per GPT-2 token)",
-                 f"reproduces within {PAPER_GAP:.3f} nats a byte, partly within {3 * PAPER_GAP:.3f} or within the seed spread of it")
+    return Claim(**STATEMENTS["competitive"], status=status,
+                 ours=f"at {length}: NoPos {np.mean(nopos_ppl):.2f} against {best} {np.mean(best_ppl):.2f}, "
+                      f"{gap['gap']:+.3f} nats a byte ({gap['verdict']})")
 
-# %% ../nbs/12e_claims.ipynb #e5999d21
+# %% ../nbs/12e_claims.ipynb #b49ec221
 def extrapolation(ratios: dict, longest: int, length: int) -> Claim:
     """The blog's ordering past the training `length`: perplexity at `longest` over that at `length`, a value per seed for
     each of ALiBi, NoPos and sinusoidal (`ratios`). ALiBi's mean at most 1.1 and NoPos's below sinusoidal's beyond the seed
@@ -131,32 +161,24 @@ def extrapolation(ratios: dict, longest: int, length: int) -> Claim:
     versus = seed_gap(nopos, sinusoidal)
     flat, less = alibi.mean() <= 1.1, versus["gap"] < 0 and versus["real"]
     spread = lambda r: f" ± {r.std(ddof=1):.2f}" if r.size > 1 else " (1 seed)"
-    return Claim("Beyond the training length, ALiBi stays flat and NoPos degrades less than sinusoidal",
-                 status_of(flat and less, flat or less),
-                 f"perplexity at {longest} over at {length}: ALiBi {alibi.mean():.2f}{spread(alibi)}, NoPos "
-                 f"{nopos.mean():.2f}{spread(nopos)}, sinusoidal {sinusoidal.mean():.2f}{spread(sinusoidal)} "
-                 f"(NoPos - sinusoidal {versus['gap']:+.2f}, {_spread(versus)})",
-                 "the blog's five models at 1024 after training at 128 (read off its figure): " + ", ".join(
-                     f"{e} {v:g}" for e, v in PAPER_RESULTS["blog_fig1_at_1024"].items()),
-                 "ALiBi's mean ratio at most 1.1, and NoPos's below sinusoidal's beyond the seed spread: both reproduce, one partly")
+    return Claim(**STATEMENTS["extrapolation"], status=status_of(flat and less, flat or less),
+                 ours=f"perplexity at {longest} over at {length}: ALiBi {alibi.mean():.2f}{spread(alibi)}, NoPos "
+                      f"{nopos.mean():.2f}{spread(nopos)}, sinusoidal {sinusoidal.mean():.2f}{spread(sinusoidal)} "
+                      f"(NoPos - sinusoidal {versus['gap']:+.2f}, {versus['verdict']})")
 
-# %% ../nbs/12e_claims.ipynb #3295c987
+# %% ../nbs/12e_claims.ipynb #204f75bf
 def size_trend(gaps: pd.Series, spread: float) -> Claim:
     """NoPos's relative gap (`nopos_gap`) by model size, smallest first, one seed each, against twice the core models'
     relative seed `spread`: narrowing beyond it reproduces, widening beyond it does not, anything else is not established."""
     first, last = gaps.iloc[0], gaps.iloc[-1]
     settled = beyond_spread(last - first, 2 * spread)
     status = status_of(last < first, False) if settled else "not established"
-    paper = nopos_gap(paper_table("table2"))
-    return Claim("The NoPos gap narrows as models grow", status,
-                 f"NoPos's gap from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]}) = "
-                 f"{np.log1p(first):+.3f} to {np.log1p(last):+.3f} nats a byte, one seed a size; twice the seed spread "
-                 + ("unknown (one core seed)" if np.isnan(spread) else f"{2 * spread:.1%}"),
-                 f"from {paper.iloc[0]:+.1%} ({paper.index[0]}) to {paper.iloc[-1]:+.1%} ({paper.index[-1]}) on the Pile",
-                 "narrowing beyond twice the core models' relative seed spread reproduces; widening beyond it does not; "
-                 "a change within it (or an unknown spread) is not established")
+    return Claim(**STATEMENTS["size_trend"], status=status,
+                 ours=f"NoPos's gap from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]}) = "
+                      f"{np.log1p(first):+.3f} to {np.log1p(last):+.3f} nats a byte, one seed a size; twice the seed spread "
+                      + ("unknown (one core seed)" if np.isnan(spread) else f"{2 * spread:.1%}"))
 
-# %% ../nbs/12e_claims.ipynb #752b0416
+# %% ../nbs/12e_claims.ipynb #97250dd0
 def learns_position(layer: int, trained, untrained, learned, middle: float) -> Claim:
     """At trained NoPos's best `layer`, the MLP probe's posterior-median error, a value per seed: `trained` NoPos below its
     `untrained` self (the same seeds) beyond the spread and within twice the `learned`-position model's error reproduces;
@@ -165,18 +187,18 @@ def learns_position(layer: int, trained, untrained, learned, middle: float) -> C
     versus = seed_gap(untrained, trained, paired=True)
     below = versus["real"] and versus["gap"] > 0
     close = trained.mean() <= 2 * learned.mean()
-    return Claim("A causal model without positions learns absolute position (a probe reads it from its middle layers)",
-                 status_of(below and close, below),
-                 f"posterior-median error at NoPos's best layer {layer}: trained {trained.mean():.1f} against untrained "
-                 f"{untrained.mean():.1f} ({-versus['gap']:+.1f}, {_spread(versus)}) and learned positions "
-                 f"{learned.mean():.1f} ({trained.mean() / max(learned.mean(), 1e-9):.1f}x, bar 2x); middle guess {middle:.1f}",
-                 "Figure 2: NoPos's probe error falls from 337 (random: 341) at the embeddings to 16.5 at layer 6 of 24, "
-                 "learned positions 8.8 there",
-                 "below the untrained control beyond the seed spread and within twice the learned model's error reproduces; "
-                 "below the control alone, partly")
+    return Claim(**STATEMENTS["learns_position"], status=_settled(versus, status_of(below and close, below)),
+                 ours=f"posterior-median error at NoPos's best layer {layer}: trained {trained.mean():.1f} against untrained "
+                      f"{untrained.mean():.1f} ({-versus['gap']:+.1f}, {versus['verdict']}) and learned positions "
+                      f"{learned.mean():.1f} ({trained.mean() / max(learned.mean(), 1e-9):.1f}x, bar 2x); middle guess {middle:.1f}")
 
-# %% ../nbs/12e_claims.ipynb #5288ef51
+# %% ../nbs/12e_claims.ipynb #71ece2b7
 MASKED_COLLAPSE = float(np.log(147.18 / 4.00) / BYTES_PER_TOKEN["pile"] / 2)  # nats a byte: half the paper's masked gap
+STATEMENTS["masked_lm"] = dict(
+    claim="Without the causal mask (a masked LM) a model without positions fails",
+    paper=f"masked LM: NoPos 147.18 against 4.00-4.07 with positions, {2 * MASKED_COLLAPSE:.2f} nats a byte",
+    rule=f"the masked gap beyond the seed spread, at least {MASKED_COLLAPSE:.2f} nats a byte (half the paper's) and larger than "
+         "the causal gap beyond both spreads reproduces; beyond the spread and one of the two, partly; one seed, not established")
 
 
 def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
@@ -184,22 +206,26 @@ def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
     perplexity a seed), beside NoPos's causal gap (`nopos_clm`, `best_clm`: next-token perplexity a seed). A masked gap
     beyond the spread, at least `MASKED_COLLAPSE` nats a byte and above the causal gap beyond both spreads reproduces;
     a masked gap beyond the spread with one of the other two, partly. No arm that uses order: not tested."""
-    claim = "Without the causal mask (a masked LM) a model without positions fails"
-    paper = f"masked LM: NoPos 147.18 against 4.00-4.07 with positions, {2 * MASKED_COLLAPSE:.2f} nats a byte"
-    rule = (f"the masked gap beyond the seed spread, at least {MASKED_COLLAPSE:.2f} nats a byte (half the paper's) and larger "
-            "than the causal gap beyond both spreads reproduces; beyond the spread and one of the two, partly")
     if not arms:
-        return Claim(claim, "not tested", "no masked LM with positions passed its order-use test, so none shows what order buys", paper, rule)
+        return untested("masked_lm", "no masked LM with positions passed its order-use test, so none shows what order buys")
     best = min(arms, key=lambda name: _nats(arms[name]).mean())
     masked, causal = seed_gap(_nats(nopos_mlm), _nats(arms[best])), seed_gap(_nats(nopos_clm), _nats(best_clm))
     real = masked["real"] and masked["gap"] > 0
     above = beyond_spread(masked["gap"] - causal["gap"], masked["spread"] + causal["spread"]) and masked["gap"] > causal["gap"]
     collapse = masked["gap"] >= MASKED_COLLAPSE
-    return Claim(claim, status_of(real and collapse and above, real and (collapse or above)),
-                 f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}, {masked['gap']:+.3f} "
-                 f"nats a byte ({_spread(masked)}); causal LM: {causal['gap']:+.3f} nats a byte ({_spread(causal)})", paper, rule)
+    status = _settled(masked, status_of(real and collapse and above, real and (collapse or above)))
+    return Claim(**STATEMENTS["masked_lm"], status=status,
+                 ours=f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}, {masked['gap']:+.3f} "
+                      f"nats a byte ({masked['verdict']}); causal LM: {causal['gap']:+.3f} nats a byte ({causal['verdict']})")
 
-# %% ../nbs/12e_claims.ipynb #f8a5f8b3
+# %% ../nbs/12e_claims.ipynb #809a8c0e
+STATEMENTS["word_order"] = dict(
+    claim="Models without positions are very sensitive to word order (the words of the prefix shuffled)",
+    paper="NoPos's median loss on a target rises from about 4 to about 11 nats a token when its prefix is shuffled",
+    rule="a rise of at least 1 nat beyond the seed spread reproduces; beyond the spread but under 1 nat, partly; one seed, "
+         "not established")
+
+
 def word_order(intact, words_shuffled, bytes_shuffled=None) -> Claim:
     """NoPos's mean target loss (nats a byte, a value per seed) with the prefix `intact` and with its words shuffled (the
     partial word kept): a rise of at least 1 nat beyond the seed spread reproduces; a rise beyond the spread alone, partly."""
@@ -207,14 +233,11 @@ def word_order(intact, words_shuffled, bytes_shuffled=None) -> Claim:
     real = cost["real"] and cost["gap"] > 0
     beside = "" if bytes_shuffled is None else (
         f"; every byte of the prefix shuffled: {np.mean(bytes_shuffled) - np.mean(intact):+.3f}")
-    return Claim("Models without positions are very sensitive to word order (the words of the prefix shuffled)",
-                 status_of(real and cost["gap"] >= 1, real),
-                 f"NoPos: shuffling the words of the prefix raises the mean target loss by {cost['gap']:+.3f} nats a byte "
-                 f"({_spread(cost)}){beside}",
-                 "NoPos's median loss on a target rises from about 4 to about 11 nats a token when its prefix is shuffled",
-                 "a rise of at least 1 nat beyond the seed spread reproduces; beyond the spread but under 1 nat, partly")
+    return Claim(**STATEMENTS["word_order"], status=_settled(cost, status_of(real and cost["gap"] >= 1, real)),
+                 ours=f"NoPos: shuffling the words of the prefix raises the mean target loss by {cost['gap']:+.3f} nats a byte "
+                      f"({cost['verdict']}){beside}")
 
-# %% ../nbs/12e_claims.ipynb #a8465879
+# %% ../nbs/12e_claims.ipynb #39eb387c
 CLAIMS_FILE, CLAIMS_DIR = "claims.csv", "claims"
 COLUMNS = ["notebook", *(f.name for f in fields(Claim))]
 

@@ -238,7 +238,7 @@ def _run_all(todo: list, out_dir: Path, log) -> list[dict]:
         log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
     return timings
 
-
+# %% ../nbs/14_reproduce.ipynb #30adbc0e
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
               nproc_per_node: int = 1) -> pd.DataFrame:

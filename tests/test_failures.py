@@ -24,10 +24,11 @@ import torch
 
 import posenc_nb.train
 from posenc_nb import plan, reproduce, tokens
-from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, read_metrics, run_dir
+from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
+from posenc_nb.metrics import read_metrics
 from posenc_nb.profiles import PROFILES, check_parameters
 from posenc_nb.scores import run_perplexity
 from posenc_nb.tokens import load_tokens, tokens_path

@@ -18,8 +18,9 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-from posenc_nb.checkpoint import CheckpointError, read_meta, read_metrics
+from posenc_nb.checkpoint import CheckpointError, read_meta
 from posenc_nb.config import TrainConfig
+from posenc_nb.metrics import read_metrics
 from posenc_nb.train import Trainer, TrainingDiverged, main, train
 
 POSENC_TRAIN = Path(sys.executable).parent / "posenc-train"
