@@ -17,7 +17,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from .checkpoint import check_inputs, load_optimizer, load_weights
+from .checkpoint import load_optimizer, load_weights
+from .checksums import check_inputs
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
 from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch

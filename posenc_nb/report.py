@@ -22,8 +22,8 @@ from .utils import REPO_ROOT, atomic_write
 # %% auto #0
 __all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'StaleTable', 'read_table',
            'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table', 'probe_table', 'mlm_table',
-           'word_order_table', 'loss_by_position_table', 'beyond_table', 'counting_table', 'notebook_verdicts',
-           'render', 'readme_blocks', 'update_readme', 'claims_table']
+           'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table', 'counting_table',
+           'notebook_verdicts', 'render', 'readme_blocks', 'update_readme', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
@@ -127,7 +127,17 @@ def mlm_table(figures: Path) -> str:
     unigram = read_table(figures, "mlm_control.csv", ["objective", "unigram_perplexity"]).groupby("objective").unigram_perplexity.first().round(1)
     table.loc["unigram baseline"] = unigram
     order = [*dict.fromkeys(summary.model), "unigram baseline"]
-    return markdown_table(table.loc[order, ["mlm", "clm"]].rename(columns={"mlm": "masked LM: masked tokens", "clm": "causal LM: next token"}))
+    columns = {"mlm": "masked LM: masked tokens", "clm": "causal LM: next token"}
+    return markdown_table(table.loc[order, list(columns)].fillna("").rename(columns=columns))  # a variant scored on one objective
+
+
+def order_use_table(figures: Path) -> str:
+    "Each masked arm's order-use test: what scrambling its order costs, nats a byte (mean ± std over seeds), and the verdict."
+    use = read_table(figures, "mlm_order_use.csv", ["encoding", "seed", "test", "cost_nats", "uses_order"])
+    table = _mean_std(use, ["encoding", "test"], "cost_nats", 3).merge(use.groupby("encoding").uses_order.first(), on="encoding")
+    return markdown_table(pd.DataFrame({"test": table.test.values, "cost (nats a byte)": table.text.values,
+                                        "uses order": table.uses_order.map({True: "yes", False: "no"}).values},
+                                       index=table.encoding.map(label)))
 
 
 def word_order_table(figures: Path) -> str:
@@ -175,6 +185,7 @@ TABLES = {
     "table3": settings_table("table3_train_lengths", "seq_len"),
     "probe": probe_table,
     "mlm_control": mlm_table,
+    "mlm_order_use": order_use_table,
     "loss_by_position": loss_by_position_table,
     "word_order": word_order_table,
     "beyond": beyond_table,
@@ -207,6 +218,8 @@ def render(name: str, figures: Path) -> str:
     "The text of the README block `name`: a table of `TABLES`, or `verdicts/NOTEBOOK` as a quoted block of its output."
     if name.startswith("verdicts/"):
         notebook = name.removeprefix("verdicts/")
+        if not (EXPERIMENTS / f"{notebook}.ipynb").is_file():
+            raise KeyError(f"README block {name!r} names no experiment notebook in {EXPERIMENTS}: rename the block")
         text = notebook_verdicts(EXPERIMENTS / f"{notebook}.ipynb", Path(figures) / "notebooks" / f"{notebook}.ipynb")
         return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
     if name not in TABLES:

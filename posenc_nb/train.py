@@ -20,10 +20,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from .checkpoint import (Run, check_run_folder, check_same_config, load_run, read_meta, remove_unreferenced, run_dir,
-                                  save_checkpoint, truncate_metrics, unload_model)
+                                  save_checkpoint)
 from .config import TRAIN_PRESETS, TrainConfig, load_config, parse_overrides
 from .learner import Learner, Processes, lr_at
+from .metrics import truncate_metrics
 from .model import position_token_ratio
+from .model_cache import unload_model
 from .utils import EXIT_STATUS, file_lock, run_command
 
 # %% auto #0
