@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -16,18 +17,19 @@ import torch.nn.functional as F
 from torch import nn
 from matplotlib.patches import Patch
 
-from .checks import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
+from .checks import check_causal, check_context_length, check_context_lengths, check_tokenizer, check_tokens, context_limit
 from .encodings import Learned, Sinusoidal
 from .batches import IGNORE, eval_windows, mask_for_mlm
-from .special_tokens import SpecialIds
+from .special_tokens import MIN_VOCAB_SIZE, SPECIAL_TOKENS, SpecialIds
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .utils import frozen, model_device, positive_int
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'CONTEXT_USE', 'POSITION_TABLES', 'WORD_ORDER_LOSSES', 'SHADES', 'model_encoding',
-           'rows_per_batch', 'window_nll', 'perplexity_by_length', 'plot_perplexity', 'context_use_ends',
-           'context_windows', 'context_use', 'masked_sequences', 'masked_perplexity', 'permuted_positions',
-           'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix', 'word_order_losses', 'plot_word_order']
+__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'POSITION_TABLES', 'WHITESPACE', 'WORD_ORDER_LOSSES', 'SHADES', 'model_encoding',
+           'loss_unit', 'rows_per_batch', 'window_nll', 'perplexity_by_length', 'plot_perplexity', 'context_use_ends',
+           'context_windows', 'context_use', 'plot_context_use', 'masked_sequences', 'masked_perplexity',
+           'permuted_positions', 'shuffle_unmasked', 'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix',
+           'WordBreaks', 'shuffle_prefix_words', 'word_order_losses', 'plot_word_order']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -37,6 +39,11 @@ LOGITS_BUDGET = 2**28  # logit entries per forward pass (1 GiB in float32): long
 def model_encoding(model, encoding: str | None = None) -> str:
     "The encoding name to report: `encoding` if given, else the model's own."
     return encoding or model.config.pos_encoding
+
+
+def loss_unit(vocab_size: int) -> str:
+    "What a loss is per: a byte on the byte vocabulary (`MIN_VOCAB_SIZE`: 256 bytes + the special tokens), else a token."
+    return "nats a byte" if vocab_size == MIN_VOCAB_SIZE else "nats a token"
 
 
 def rows_per_batch(model, length: int, batch_size: int) -> int:
@@ -144,35 +151,48 @@ def context_windows(tokens, length: int, ends: Iterable[int], stride: int) -> It
         yield torch.from_numpy(np.asarray(tokens[end - length : end + 1], dtype=np.int64)), length - stride
 
 # %% ../nbs/09_evaluate.ipynb #c0e7a1d5
-CONTEXT_USE = 0.97  # a model uses its context when, on the same targets, the whole context gives at most 0.97x the perplexity
-
-
-def context_use(model, tokens, short: int = 32, long: int | None = None, stride: int = 16, max_tokens: int | None = None,
-                batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
-    """Next-token loss of the same targets after `short` and after `long` tokens of context (`long` None: the model's
-    `config.max_len`, its training context); one row, `ratio` = perplexity_long / perplexity_short."""
+def context_use(model, tokens, short: int | Iterable[int] = 32, long: int | None = None, stride: int = 16,
+                max_tokens: int | None = None, batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
+    """Next-token loss of the same targets after `long` tokens of context (None: the model's `config.max_len`, its
+    training context) and after each `short` length (one, or several in one pass); a row per short length, shortest
+    first, with `gain_nats` = loss_short - loss_long and `ratio` = perplexity_long / perplexity_short."""
     check_causal(model, True, "context use (a next-token loss)")
-    long = model.config.max_len if long is None else long
-    short, long, stride = positive_int(short, "short"), positive_int(long, "long"), positive_int(stride, "stride")
-    if stride > short:
-        raise ValueError(f"stride={stride} is longer than short={short}: a short window scores its last `stride` targets, "
-                         "so give a stride of at most short")
-    if short >= long:
-        raise ValueError(f"short={short} is not shorter than long={long}: give a short context below the long one")
+    shorts = sorted({positive_int(n, "short") for n in (short if isinstance(short, Iterable) else [short])})
+    long = positive_int(model.config.max_len if long is None else long, "long")
+    stride = positive_int(stride, "stride")
+    if not shorts:
+        raise ValueError("short is empty: give a short context length, or several, e.g. [8, 16, 32]")
+    if stride > shorts[0]:
+        raise ValueError(f"stride={stride} is longer than short={shorts[0]}: a short window scores its last `stride` targets, "
+                         "so give a stride of at most the shortest short")
+    if shorts[-1] >= long:
+        raise ValueError(f"short={shorts[-1]} is not shorter than long={long}: give short contexts below the long one")
     check_context_length(model, long)
     tokens = check_tokens(model, tokens)
     ends = context_use_ends(len(tokens), long, stride, max_tokens)
     if not ends:
         raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not hold one window of long={long} tokens and "
                          f"{stride} targets: give more tokens, a larger max_tokens or a shorter long context")
-    nll = {length: window_nll(model, context_windows(tokens, length, ends, stride), rows_per_batch(model, length, batch_size))
-           for length in (short, long)}
-    count = nll[long][1]
-    nll_short, nll_long = nll[short][0] / count, nll[long][0] / count
-    return pd.DataFrame([dict(encoding=model_encoding(model, encoding), short_length=short, long_length=long, stride=stride,
-                              tokens_scored=count, nll_short=nll_short, nll_long=nll_long,
-                              perplexity_short=math.exp(nll_short), perplexity_long=math.exp(nll_long),
-                              ratio=math.exp(nll_long - nll_short), gain_nats=nll_short - nll_long)])
+    nll = {}
+    for length in (long, *shorts):  # the same targets each time, so the same count
+        total, count = window_nll(model, context_windows(tokens, length, ends, stride), rows_per_batch(model, length, batch_size))
+        nll[length] = total / count
+    return pd.DataFrame([dict(encoding=model_encoding(model, encoding), short_length=n, long_length=long, stride=stride,
+                              tokens_scored=count, nll_short=nll[n], nll_long=nll[long], perplexity_short=math.exp(nll[n]),
+                              perplexity_long=math.exp(nll[long]), ratio=math.exp(nll[long] - nll[n]), gain_nats=nll[n] - nll[long])
+                         for n in shorts])
+
+# %% ../nbs/09_evaluate.ipynb #c0e7a1db
+def plot_context_use(df: pd.DataFrame, long: int, unit: str = "token", caption: str | None = None):
+    "What `long` tokens of context gain over each short length, from `context_use` rows: nats a `unit`, one line per encoding."
+    fig, ax = new_figure()
+    plot_by_encoding(ax, df, "short_length", "gain_nats")
+    ax.axhline(0, color="0.5", linestyle=":", label="no gain")
+    style_axes(ax, f"short context ({unit}s)", f"gain from {long} {unit}s (nats a {unit})", logx=True, legend=True)
+    ax.set_xticks(sorted(set(df.short_length)))
+    if caption:
+        add_caption(fig, caption)
+    return fig
 
 # %% ../nbs/09_evaluate.ipynb #6d1ea603
 def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0.15, seed: int = 0,
@@ -190,12 +210,17 @@ def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0
 
 
 def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed: int = 0, max_tokens: int | None = None,
-                      batch_size: int = 8, encoding: str | None = None, specials: SpecialIds = SpecialIds()) -> pd.DataFrame:
-    "Masked-LM perplexity of a bidirectional `model` over the `masked_sequences` of `tokens` (one row; `specials`: the tokenizer's)."
+                      batch_size: int = 8, encoding: str | None = None, specials: SpecialIds = SpecialIds(),
+                      shuffle_seed: int | None = None) -> pd.DataFrame:
+    """Masked-LM perplexity of a bidirectional `model` over the `masked_sequences` of `tokens` (one row; `specials`: the
+    tokenizer's); with a `shuffle_seed`, on the same masks with the unmasked input shuffled (`shuffle_unmasked`)."""
     check_causal(model, False, "masked perplexity", instead="perplexity_by_length")
     seq_len = check_context_length(model, seq_len)
     tokens = check_tokens(model, tokens)
     inputs, targets, count = masked_sequences(tokens, seq_len, model.config.vocab_size, mask_prob, seed, max_tokens, specials)
+    if shuffle_seed is not None:  # the order-use test of a model without a table of positions
+        inputs = shuffle_unmasked(inputs, targets, shuffle_seed)
+    note = f"mask_prob={mask_prob}" + ("" if shuffle_seed is None else f", unmasked input shuffled (seed {shuffle_seed})")
     total, device, step = 0.0, model_device(model), rows_per_batch(model, seq_len, batch_size)
     with frozen(model):
         for start in range(0, len(inputs), step):
@@ -204,7 +229,7 @@ def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed
                                      ignore_index=IGNORE, reduction="sum").item()
     return pd.DataFrame([dict(encoding=model_encoding(model, encoding), context_length=seq_len, protocol="masked",
                               stride=seq_len, perplexity=math.exp(total / count) if count else math.nan,
-                              tokens_scored=count, note=f"mask_prob={mask_prob}" if count else "no position was selected")])
+                              tokens_scored=count, note=note if count else "no position was selected")])
 
 # %% ../nbs/09_evaluate.ipynb #67f3f2af
 POSITION_TABLES = (Learned, Sinusoidal)  # the encodings that add a vector per position (a row of a table) to the tokens
@@ -228,6 +253,19 @@ def permuted_positions(model, seed: int = 0):
     finally:
         with torch.no_grad():
             weight.copy_(saved)
+
+# %% ../nbs/09_evaluate.ipynb #ad07c0a2
+def shuffle_unmasked(inputs: torch.Tensor, targets: torch.Tensor, seed: int) -> torch.Tensor:
+    """A copy of masked `inputs` (from `masked_sequences`) in which, row by row, the tokens at unscored positions
+    (`targets == IGNORE`) are randomly permuted among those positions; every scored position keeps its input."""
+    if inputs.shape != targets.shape:
+        raise ValueError(f"inputs {tuple(inputs.shape)} and targets {tuple(targets.shape)} differ in shape: pass the inputs "
+                         "and targets of one masked_sequences call")
+    scored = targets != IGNORE
+    keys = torch.rand(inputs.shape, generator=torch.Generator().manual_seed(seed)).to(inputs.device)
+    places = scored.to(torch.int8).argsort(dim=1, stable=True)  # each row: its unscored positions in order, then its scored
+    sources = torch.where(scored, 2.0, keys).argsort(dim=1, stable=True)  # the unscored in a random order, then the scored
+    return inputs.scatter(1, places, inputs.gather(1, sources))
 
 # %% ../nbs/09_evaluate.ipynb #f3f4bc5b
 def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max_tokens: int | None = None,
@@ -261,13 +299,13 @@ def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max
     return pd.DataFrame(rows)
 
 
-def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None):
-    "Loss at position 0 and per context segment after it, one line per encoding (the paper's appendix Fig. 4)."
+def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None, unit: str = "nats a token"):
+    "Loss at position 0 and per context segment after it, one line per encoding (the paper's appendix Fig. 4); `unit`: `loss_unit`."
     fig, ax = new_figure()
     plot_by_encoding(ax, df, "bucket", "loss")
     ticks = df.drop_duplicates("bucket").sort_values("bucket")
     ax.set_xticks(ticks.bucket, ticks.segment, rotation=30)
-    style_axes(ax, "target positions in the context", "mean loss (nats)", legend=True)
+    style_axes(ax, "target positions in the context", f"mean loss ({unit})", legend=True)
     if caption:
         add_caption(fig, caption)
     return fig
@@ -290,7 +328,57 @@ def shuffle_prefix(window: torch.Tensor, target: int, rng: np.random.Generator, 
     shuffled[:n_shuffled] = prefix[order]
     return shuffled
 
+# %% ../nbs/09_evaluate.ipynb #7d0e2b12
+WHITESPACE = frozenset(" \t\n\r\x0b\x0c")  # the bytes `bytes.isspace` calls whitespace
+
+
+@dataclass(frozen=True)
+class WordBreaks:
+    """Where words break in a tokenizer's ids: per id, whether its text `begins` and whether it `ends` with whitespace.
+    A word is a run of whitespace and the text after it up to the next whitespace (the space before a word goes with it)."""
+    begins: np.ndarray
+    ends: np.ndarray
+
+    @classmethod
+    def of(cls, tokenizer) -> WordBreaks:
+        "Read off `tokenizer`, each id decoded alone; a special token is whitespace at both ends (a document's end ends a word)."
+        texts = [tokenizer.decode([i]) for i in range(tokenizer.get_vocab_size())]
+        begins, ends = (np.array([text[edge:][:1] in WHITESPACE for text in texts]) for edge in (0, -1))
+        specials = [i for token in SPECIAL_TOKENS if (i := tokenizer.token_to_id(token)) is not None]
+        if not np.delete(begins, specials).any():
+            raise ValueError(f"no token of this {len(texts)}-token tokenizer decodes to text that begins with whitespace, so "
+                             "its words cannot be found: give a tokenizer that keeps the spaces in its tokens (a byte-level "
+                             "one, as trained here), or tokenizer=None to leave the words form out")
+        begins[specials] = ends[specials] = True
+        return cls(begins, ends)
+
+    def starts(self, ids) -> np.ndarray:
+        "Where each word of `ids` starts: at 0, and at each token that begins with whitespace after one that does not end with it."
+        ids = np.asarray(ids)
+        return np.flatnonzero(np.r_[True, self.begins[ids[1:]] & ~self.ends[ids[:-1]]])
+
+# %% ../nbs/09_evaluate.ipynb #7d0e2b16
+def shuffle_prefix_words(window: torch.Tensor, target: int, rng: np.random.Generator, breaks: WordBreaks) -> torch.Tensor:
+    """A copy of `window` with the whole words of the prefix `window[:target]` (by `breaks`) in another order, each
+    word's tokens in their order, and the partial word (the one holding `window[target - 1]`) in place at the end; the
+    window as it is when fewer than two different whole words precede the partial one."""
+    if not 1 <= target <= len(window):
+        raise ValueError(f"target={target} must be between 1 (a token before the target) and the window length {len(window)}")
+    starts = breaks.starts(window[:target])
+    words = [window[a:b] for a, b in zip(starts[:-1], starts[1:])]  # the whole words; the partial one starts at starts[-1]
+    shuffled = window.clone()
+    if len({tuple(word.tolist()) for word in words}) < 2:  # no other order
+        return shuffled
+    while torch.equal(shuffled[: starts[-1]], window[: starts[-1]]):  # a permutation can leave equal words as they were
+        shuffled[: starts[-1]] = torch.cat([words[i] for i in rng.permutation(len(words))])
+    return shuffled
+
 # %% ../nbs/09_evaluate.ipynb #6353686b
+WORD_ORDER_LOSSES = {"loss_intact": "prefix intact", "loss_shuffled_words": "words shuffled, partial word kept",
+                     "loss_shuffled_keep_last": "tokens shuffled, last kept",
+                     "loss_shuffled_all": "every token shuffled"}  # `word_order_losses` columns, the least shuffled first
+
+
 def _losses_at(model, inputs: torch.Tensor, at: torch.Tensor, targets: torch.Tensor, batch_size: int) -> np.ndarray:
     "Next-token loss of `targets[i]` from the logits of `inputs[i]` at position `at[i]` (only those logits are kept)."
     losses, device = [], model_device(model)
@@ -304,9 +392,10 @@ def _losses_at(model, inputs: torch.Tensor, at: torch.Tensor, targets: torch.Ten
 
 
 def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, seed: int = 0, min_target: int = 5,
-                      batch_size: int = 16, encoding: str | None = None) -> pd.DataFrame:
-    """Loss of sampled targets after their intact prefix and after the prefix shuffled by `shuffle_prefix`, the last
-    token kept (`loss_shuffled_keep_last`) and not (`loss_shuffled_all`, the paper's form); one row per sample."""
+                      batch_size: int = 16, encoding: str | None = None, tokenizer=None) -> pd.DataFrame:
+    """Loss of sampled targets after their intact prefix and after it shuffled in each form of `WORD_ORDER_LOSSES`: its
+    tokens by `shuffle_prefix`, the last kept or not, and, given the model's `tokenizer` to find words, its words by
+    `shuffle_prefix_words` (`n_words`: the whole words there were to shuffle); one row per sample."""
     check_causal(model, True, "the word-order experiment (a next-token loss)")
     context_length = check_context_length(model, context_length)
     n_samples, min_target = positive_int(n_samples, "n_samples"), positive_int(min_target, "min_target")
@@ -316,43 +405,50 @@ def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, 
     tokens = check_tokens(model, tokens)
     if len(tokens) < context_length + 1:
         raise ValueError(f"{len(tokens)} tokens do not fill one {context_length}-token window: give more tokens or a shorter context")
+    if tokenizer is not None:
+        check_tokenizer(model, tokenizer)
+    breaks = None if tokenizer is None else WordBreaks.of(tokenizer)
     rng = np.random.default_rng(seed)
     starts = rng.integers(0, len(tokens) - context_length, n_samples)
     targets = rng.integers(min_target, context_length + 1, n_samples)
     intact = torch.as_tensor(np.stack([tokens[s : s + context_length + 1] for s in starts]).astype(np.int64))
-    inputs = {"loss_intact": intact} | {
-        f"loss_shuffled_{form}": torch.stack([shuffle_prefix(window, target, rng, keep_last) for window, target in zip(intact, targets)])
-        for form, keep_last in (("keep_last", True), ("all", False))}
+    shuffles = {"loss_shuffled_keep_last": lambda w, t: shuffle_prefix(w, t, rng),
+                "loss_shuffled_all": lambda w, t: shuffle_prefix(w, t, rng, keep_last=False)}
+    if breaks is not None:  # drawn last, so the token forms shuffle as they do without a tokenizer
+        shuffles["loss_shuffled_words"] = lambda w, t: shuffle_prefix_words(w, t, rng, breaks)
+    inputs = {"loss_intact": intact} | {column: torch.stack([shuffle(w, t) for w, t in zip(intact, targets)])
+                                        for column, shuffle in shuffles.items()}
     at, next_tokens = torch.as_tensor(targets - 1), intact[torch.arange(n_samples), targets]
+    losses = {column: _losses_at(model, inputs[column][:, :-1], at, next_tokens, batch_size) for column in WORD_ORDER_LOSSES if column in inputs}
+    words = {} if breaks is None else {"n_words": [len(breaks.starts(w[:t])) - 1 for w, t in zip(intact, targets)]}
     return pd.DataFrame(dict(encoding=model_encoding(model, encoding), sample=np.arange(n_samples), start=starts,
-                             target_index=targets, **{column: _losses_at(model, ids[:, :-1], at, next_tokens, batch_size)
-                                                      for column, ids in inputs.items()}))
+                             target_index=targets, **words, **losses))
 
 # %% ../nbs/09_evaluate.ipynb #957a1bb1
-WORD_ORDER_LOSSES = {"loss_intact": "prefix intact", "loss_shuffled_keep_last": "shuffled, last token kept",
-                     "loss_shuffled_all": "whole prefix shuffled"}  # `word_order_losses` columns and what they mean
-SHADES = (0.25, 0.6, 0.95)  # one alpha per column: the more is shuffled, the darker
+SHADES = dict(zip(WORD_ORDER_LOSSES, (0.2, 0.45, 0.7, 0.95)))  # one alpha per column: the more is shuffled, the darker
 
 
-def plot_word_order(df: pd.DataFrame, caption: str | None = None):
-    """Box plot of target loss with the prefix intact (light), shuffled but for its last token, and shuffled whole
-    (dark), three boxes per encoding (the paper's Fig. 5 has the first and last); with a `seed` column of several seeds,
-    a diamond on each box: the mean over seeds of each seed's mean loss, +- their standard deviation."""
-    encodings, columns = list(dict.fromkeys(df.encoding)), list(WORD_ORDER_LOSSES)
-    fig, ax = new_figure(panel_size=(max(4.8, 1.6 * len(encodings)), 3.4))
+def plot_word_order(df: pd.DataFrame, caption: str | None = None, unit: str = "nats a token"):
+    """Box plot of target loss with the prefix intact (light) and shuffled in each form of `WORD_ORDER_LOSSES` that `df`
+    holds (darker the more is shuffled), a box each per encoding (the paper's Fig. 5 has the first two); with a `seed`
+    column of several seeds, a diamond on each box: the mean over seeds of each seed's mean loss, +- their standard
+    deviation. `unit`: what the losses are per (`loss_unit`)."""
+    encodings, columns = list(dict.fromkeys(df.encoding)), [c for c in WORD_ORDER_LOSSES if c in df]
+    step = len(columns) + 1  # a gap between encodings
+    fig, ax = new_figure(panel_size=(max(4.8, 0.4 * step * len(encodings)), 3.4))
     for i, name in enumerate(encodings):
-        rows, positions = df[df.encoding == name], [4 * i + k for k in range(len(columns))]
+        rows, positions = df[df.encoding == name], [step * i + k for k in range(len(columns))]
         boxes = ax.boxplot([rows[c] for c in columns], positions=positions, widths=0.8, patch_artist=True,
                            medianprops=dict(color="black"), flierprops=dict(markersize=3))
-        for box, alpha in zip(boxes["boxes"], SHADES):
-            box.set(facecolor=encoding_color(name), alpha=alpha)
+        for box, column in zip(boxes["boxes"], columns):
+            box.set(facecolor=encoding_color(name), alpha=SHADES[column])
         if "seed" in rows and rows.seed.nunique() > 1:
             per_seed = rows.groupby("seed")[columns].mean()
             ax.errorbar(positions, per_seed.mean(), yerr=per_seed.std(), fmt="D", color="black", ms=4, capsize=3,
                         label="mean +- std over seeds" if i == 0 else None)
-    ax.set_xticks([4 * i + 1 for i in range(len(encodings))], [encoding_label(e) for e in encodings])
-    style_axes(ax, "positional encoding (boxes in legend order)", "target loss (nats)")
-    shades = [Patch(color="0.4", alpha=alpha, label=kind) for alpha, kind in zip(SHADES, WORD_ORDER_LOSSES.values())]
+    ax.set_xticks([step * i + (len(columns) - 1) / 2 for i in range(len(encodings))], [encoding_label(e) for e in encodings])
+    style_axes(ax, "positional encoding (boxes in legend order)", f"target loss ({unit})")
+    shades = [Patch(color="0.4", alpha=SHADES[column], label=WORD_ORDER_LOSSES[column]) for column in columns]
     ax.legend(handles=ax.get_legend_handles_labels()[0] + shades, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     if caption:
         add_caption(fig, caption)

@@ -20,8 +20,7 @@ from .workers import train_runs
 
 # %% auto #0
 __all__ = ['Grid', 'run_config', 'model_parameters', 'model_size_variants', 'core_grid', 'masked_grid', 'nopos_twins',
-           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'budget_grid', 'shared_runs',
-           'experiment_grids']
+           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'shared_runs', 'experiment_grids']
 
 # %% ../nbs/12d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -127,12 +126,6 @@ def beyond_grid(train_settings: dict, corpus: str, beyond_encodings, seeds) -> G
     "The encodings beyond the paper (None: every registered encoding), as core models."
     return core_grid(train_settings, corpus, beyond_encodings or list(ENCODINGS), seeds)
 
-
-def budget_grid(train_settings: dict, corpus: str, budget_steps, seed: int) -> Grid:
-    """The budget pilot: the learned-position model (the positive arm) at each of `budget_steps`, one seed; the candidate
-    at the core's `max_steps` is the core learned model itself."""
-    return Grid(train_settings, {f"{n} steps": dict(corpus=corpus, max_steps=n) for n in budget_steps}, ["learned"], [seed])
-
 # %% ../nbs/12d_grids.ipynb #0597cca7
 def shared_runs(runs: dict, grid: Grid) -> list:
     "The keys of `runs` whose run is one of `grid`'s (the same config, so the same folder): the runs a table reuses."
@@ -146,7 +139,7 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
     core, spread = core_grid(ts, corpus, p["encodings"], seeds), core_grid(ts, corpus, te, seeds)  # spread: the tables' yardstick
     twins = list(nopos_twins(ts, p["mlm_settings"], corpus, seeds[0]).values())
     return {
-        "00_budget_pilot": [budget_grid(ts, corpus, p["budget_steps"], seeds[0])],
+        "00_positive_arm": [core_grid(ts, corpus, ["learned"], seeds[:1])],
         "01_extrapolation": [core],
         "02_attention_heatmaps": twins,
         "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds), spread],

@@ -27,7 +27,7 @@ SMOKE = PROFILES["smoke"]
 ENCODINGS = SMOKE["encodings"]
 
 # Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
-FIGURES = ["positive_arm", "extrapolation", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
+FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
            "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper",
            *(f"training_curves_{name}" for name in ["positive_arm", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
@@ -43,9 +43,10 @@ TABLES = {
     "table3_train_lengths": ["seq_len", "encoding", "seed", "perplexity"],
     "probe_mad": ["encoding", "trained", "seed", "layer", "probe", "mad", "median_mad", "mad_epoch", "median_mad_epoch",
                   "epochs_run", "still_improving", "random_mad", "middle_mad"],
-    "context_use": ["encoding", "ratio_mean", "n_seeds", "uses_context", "gain_nats_mean"],
+    "context_use": ["encoding", "seed", "short_length", "train_length", "gain_nats", "ratio", "tokens_scored", "stride"],
     "probe_predictions": ["position", "mean", "lower", "upper", "example"],
     "mlm_control": ["encoding", "objective", "perplexity"],
+    "mlm_order_use": ["encoding", "seed", "test", "cost_nats", "uses_order"],
     "loss_by_position": ["encoding", "bucket", "loss"],
     "word_order": ["encoding", "target_index", "loss_intact", "loss_shuffled_keep_last", "loss_shuffled_all"],
     "counting_entropy": ["model", "layer", "head", "position", "entropy", "uniform_entropy"],
