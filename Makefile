@@ -16,7 +16,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: settings.ini setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH_PIN)
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	# the pin again: a requirement of an extra (transformer-lens's torch>=2.6) must not swap in another torch build
+	$(BIN)/python -m pip install --quiet -e ".[dev]" $(TORCH_PIN)
 	# nbdev_clean stores the kernel's display name as "python3": give the kernel that name, so the kernelspec
 	# JupyterLab writes into a notebook it opens is the one stored (language_info: see notebook-metadata)
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name python3 >/dev/null
@@ -64,11 +65,17 @@ $(VENV)/.docs-installed: $(VENV)/.installed settings.ini setup.py
 docs: docs-setup
 	$(BIN)/python nbs/_site/build.py
 
-# Debian's Chromium, driven by Playwright (Playwright's own browser download needs a host outside the registries)
+# Debian's Chromium, driven by Playwright (Playwright's own browser download needs a host outside the registries).
+# Where it cannot be installed (no network, no sudo), one paragraph says what is needed and how to get it.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 chromium:
-	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; }
+	@test -n "$$POSENC_CHROMIUM" || command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } || \
+	  { echo "make docs-test: the site's browser test needs Chromium, which is not on PATH and could not be installed" \
+	         "here (apt-get failed: see its message above; no network, or no sudo?). Install it (Debian or Ubuntu:" \
+	         "sudo apt-get install chromium), or set POSENC_CHROMIUM to a Chromium binary, then rerun make docs-test." >&2; \
+	    exit 1; }
 
-docs-test: docs chromium
+# Chromium first: without it, nothing is built in vain
+docs-test: chromium docs
 	$(BIN)/python -m pytest -q tests/test_site.py

@@ -9,6 +9,7 @@ cfg = cfg['DEFAULT']
 requirements = cfg.get('requirements', '').split()
 dev_requirements = cfg.get('dev_requirements', '').split()
 tensorboard_requirements = cfg.get('tensorboard_requirements', '').split()
+interp_requirements = cfg.get('interp_requirements', '').split()
 docs_requirements = cfg.get('docs_requirements', '').split()
 console_scripts = cfg.get('console_scripts', '').split()
 
@@ -25,7 +26,8 @@ setuptools.setup(
     packages=setuptools.find_packages(include=[cfg['lib_path'], cfg['lib_path'] + '.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'tensorboard': tensorboard_requirements, 'docs': docs_requirements},
+    extras_require={'dev': dev_requirements, 'tensorboard': tensorboard_requirements,
+                    'interp': interp_requirements, 'docs': docs_requirements},
     entry_points={'console_scripts': console_scripts, 'nbdev': [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
     zip_safe=False,
 )

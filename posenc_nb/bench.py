@@ -18,6 +18,7 @@ import tempfile
 import time
 from contextlib import nullcontext
 from dataclasses import asdict, replace
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -25,12 +26,12 @@ import torch
 import torch.nn.functional as F
 
 from .encodings import ENCODINGS
-from .model import ModelConfig, TransformerLM
+from .model import PRESETS, ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
 from .profiles import PROFILES
 from .batches import IGNORE, lm_batch
 from .train import Trainer
-from .utils import EXIT_STATUS, run_command, suggest
+from .utils import EXIT_STATUS, run_command, suggest, unwritable
 
 # %% auto #0
 __all__ = ['PAPER_ENCODINGS', 'EVAL_LIMITS', 'SECTIONS', 'matmul_peak_flops', 'train_flops_per_token', 'bench_train',
@@ -336,11 +337,8 @@ def run_benchmark(
     """The benchmark's `sections` (of `SECTIONS`) as a markdown report, ending with the goals they bear on; a
     `compile_backend` (e.g. "inductor") also times each training step compiled by `torch.compile` (off by default);
     `rounds` of the trainer's overhead, `eval_rounds` of the long-context passes."""
-    for key, values, known in [("sections", sections, SECTIONS), ("encodings", encodings, ENCODINGS),
-                               ("train_profile", [train_profile], PROFILES)]:
-        if unknown := [v for v in values if v not in known]:
-            raise ConfigError([(key, f"unknown {', '.join(map(repr, unknown))}{suggest(unknown[0], known)}; "
-                                     f"choose from {', '.join(known)}")])
+    if problems := _argument_problems(locals()):  # the first statement: locals() holds the arguments alone
+        raise ConfigError(problems)
     load_before = os.getloadavg()[0]
     lines, goals = [], []
     for section, make in (("train", lambda: _train_section(preset, batch_size, seq_len, steps, encodings, matmul_size, compile_backend)),
@@ -352,6 +350,32 @@ def run_benchmark(
     header = [f"## posenc-bench: {', '.join(sections)}; torch {torch.__version__}, {torch.get_num_threads()} threads",
               f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after", ""]
     return "\n".join(header + lines + ["### Goals", *goals])
+
+# %% ../nbs/15_bench.ipynb #fc90899e
+_COUNTS = ("batch_size", "seq_len", "steps", "repeats", "rounds", "eval_rounds")  # each a positive integer
+
+
+def _positive_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+
+
+def _argument_problems(arguments: dict) -> list[tuple[str, str]]:
+    "`(key, problem)` for each of `run_benchmark`'s `arguments` it cannot run on: every one found before any work starts."
+    problems = [(k, f"must be a positive integer, got {arguments[k]!r}") for k in _COUNTS if not _positive_int(arguments[k])]
+    if (size := arguments["matmul_size"]) is not None and not _positive_int(size):
+        problems.append(("matmul_size", f"must be a positive integer (or null, the device's default), got {size!r}"))
+    lengths = arguments["lengths"]
+    if not isinstance(lengths, (list, tuple)) or not lengths or not all(map(_positive_int, lengths)):
+        problems.append(("lengths", f"must be a list of positive integers (tokens), e.g. [128, 8192]; got {lengths!r}"))
+    for key, known in [("sections", SECTIONS), ("encodings", tuple(ENCODINGS)), ("preset", tuple(PRESETS)),
+                       ("train_profile", tuple(PROFILES))]:
+        values = [arguments[key]] if key in ("preset", "train_profile") else arguments[key]
+        if not isinstance(values, (list, tuple)) or not values:
+            problems.append((key, f"must be a list of one or more of {', '.join(known)}; got {values!r}"))
+        elif unknown := [v for v in values if v not in known]:
+            problems.append((key, f"unknown {', '.join(map(repr, unknown))}{suggest(unknown[0], known)}; "
+                                  f"choose from {', '.join(known)}"))
+    return problems
 
 # %% ../nbs/15_bench.ipynb #51759d21
 def _kind_problems(overrides: dict, keys) -> list[tuple[str, str]]:
@@ -378,17 +402,22 @@ def main(argv=None):
     parser.add_argument("--out", default=None, help="also write the report to this file")
     args = parser.parse_intermixed_args(argv)  # key=value anywhere among the options
 
-    def body():
+    def body():  # every argument checked before any work (run_benchmark checks the values of its own)
+        overrides, out = parse_overrides(args.overrides), Path(args.out) if args.out is not None else None
+        problems = [(k, f"not a benchmark argument{suggest(k, keys)}") for k in overrides if k not in keys]
+        problems += _kind_problems(overrides, keys)
+        if args.threads is not None and not _positive_int(args.threads):
+            problems.append(("--threads", f"must be a positive integer, got {args.threads}"))
+        if out is not None and (reason := "it is a folder" if out.is_dir() else unwritable(out)):
+            problems.append(("--out", f"{out} cannot be written: {reason}; give a file you can write to, e.g. --out bench.md"))
+        if problems:
+            raise ConfigError(problems)
         if args.threads:
             torch.set_num_threads(args.threads)
-        overrides = parse_overrides(args.overrides)
-        if problems := [(k, f"not a benchmark argument{suggest(k, keys)}") for k in overrides if k not in keys] + \
-                       _kind_problems(overrides, keys):
-            raise ConfigError(problems)
         report = run_benchmark(**overrides)
         print(report)
-        if args.out:
-            with open(args.out, "w") as f:
-                f.write(report + "\n")
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(report + "\n")
 
     return run_command("posenc-bench", body)

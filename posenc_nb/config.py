@@ -10,21 +10,22 @@ import json
 import math
 import re
 import typing
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 
-from .encodings import ENCODINGS
+from .encodings import encoding_problem
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
 from .special_tokens import MIN_VOCAB_SIZE
-from .utils import closest, suggest
+from .utils import (choice_problem, closest, each_entry, fraction_problem, non_negative_problem, or_null,
+                             positive_int_problem)
 
 # %% auto #0
-__all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'parse_yaml', 'ConfigError', 'TrainConfig', 'parse_overrides',
-           'load_config', 'config_hash']
+__all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'parse_yaml', 'ConfigError', 'Checked', 'TrainConfig',
+           'parse_overrides', 'load_config', 'config_hash']
 
 # %% ../nbs/05_config.ipynb #ea1992c3
 class _Loader(yaml.SafeLoader):
@@ -55,30 +56,80 @@ class ConfigError(ValueError):
     def __reduce__(self):
         return type(self), self._args
 
-
+# %% ../nbs/05_config.ipynb #c2d687a9
 def _describe(hint) -> str:
     "How the type `hint` reads in an error message."
-    args = typing.get_args(hint)
+    args, origin = typing.get_args(hint), typing.get_origin(hint)
     if type(None) in args:
         return _describe(next(a for a in args if a is not type(None))) + " or null"
-    if typing.get_origin(hint) is tuple:
+    if origin is tuple:
         return f"a list of {len(args)} numbers"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping"}[hint]
+    if origin in (list, dict):
+        return f"{_describe(origin)} (each {'value ' * (origin is dict)}{_describe(args[-1])})"
+    return {int: "an integer", float: "a finite number", bool: "true or false", str: "a string", dict: "a mapping",
+            list: "a list"}[hint]
 
 
 def _typed(value, hint):
     "`value` as the type `hint` (an int where a float is asked, a list where a tuple is); TypeError otherwise."
-    args = typing.get_args(hint)
+    args, origin = typing.get_args(hint), typing.get_origin(hint)
     if type(None) in args:
         return None if value is None else _typed(value, next(a for a in args if a is not type(None)))
-    if typing.get_origin(hint) is tuple:
-        if isinstance(value, (list, tuple)) and len(value) == len(args):
+    try:
+        if origin is tuple and isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_typed(v, a) for v, a in zip(value, args))
-    elif hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    elif isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
+        if origin is list and isinstance(value, list):
+            return [_typed(v, args[0]) for v in value]
+        if origin is dict and isinstance(value, dict):
+            return {k: _typed(v, args[1]) for k, v in value.items()}
+    except TypeError:
+        pass  # an entry of the wrong type: the value is reported whole
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    elif origin is None and isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
         return value
     raise TypeError(f"expected {_describe(hint)}, got {value!r}")
+
+# %% ../nbs/05_config.ipynb #6a0c1e52
+class Checked:
+    """A dataclass checked as a whole: `rules` are (the keys a rule reads, a function of their values that returns the
+    problem or None); `aliases` map names other programs use for a key to ours; `unknown` is the problem of a key that is
+    not a field."""
+    rules: ClassVar[list] = []
+    aliases: ClassVar[dict[str, str]] = {}
+    unknown: ClassVar[str] = "unknown key"
+
+    def __post_init__(self):
+        "Give each field its type, then raise `ConfigError` listing every problem; a key at fault is read by no later rule."
+        problems, hints = [], typing.get_type_hints(type(self))
+        for f in fields(self):
+            try:
+                setattr(self, f.name, _typed(getattr(self, f.name), hints[f.name]))
+            except TypeError as e:
+                problems.append((f.name, str(e)))
+        broken = {key for key, _ in problems}
+        for keys, rule in self.rules:
+            if not broken.intersection(keys) and (problem := rule(*(getattr(self, k) for k in keys))):
+                problems.append((keys[0], problem))
+                broken.update(keys)
+        if problems:
+            raise ConfigError(problems)
+
+    @classmethod
+    def from_dict(cls, keys: dict):
+        "An instance from plain keys and values; each unknown key is reported too, with the key it most resembles."
+        known = [f.name for f in fields(cls)]
+        unknown = [k for k in keys if k not in known]
+        suggestions = {k: near for k in unknown if (near := cls.aliases.get(k) or closest(k, known))}
+        problems = [(k, cls.unknown + (f" (did you mean {suggestions[k]!r}?)" if k in suggestions else "")) for k in unknown]
+        try:
+            checked = cls(**{k: v for k, v in keys.items() if k in known})
+        except ConfigError as e:
+            problems += list(zip(e.keys, (p.split(": ", 1)[1] for p in e.problems)))
+        if problems:
+            raise ConfigError(problems, suggestions)
+        return checked
 
 # %% ../nbs/05_config.ipynb #67f65eff
 OBJECTIVES = ("clm", "mlm")  # causal LM; BERT-style masked LM (bidirectional attention)
@@ -88,126 +139,41 @@ _POSITIVE = ("seq_len", "batch_size", "grad_accum", "max_steps", "eval_interval"
              "checkpoint_interval")
 
 
-def _value_rules(c) -> list[tuple[tuple[str, ...], Callable[[], bool], Callable[[], str]]]:
-    "The rules the values of config `c` obey, each as (the keys it reads, its check, the problem it reports)."
-    rules = [((k,), lambda k=k: getattr(c, k) > 0, lambda k=k: f"must be positive, got {getattr(c, k)}") for k in _POSITIVE]
-    rules += [((k,), lambda k=k: getattr(c, k) is None or getattr(c, k) > 0,
-               lambda k=k: f"must be positive (or null for the preset's value), got {getattr(c, k)}")
-              for k in ("n_layer", "n_head", "d_model", "max_len")]
-    rules += [((k,), lambda k=k: math.isfinite(getattr(c, k)), lambda k=k: f"must be finite, got {getattr(c, k)}")
-              for k, hint in typing.get_type_hints(type(c)).items() if hint is float]
-    rules += [
-        (("objective",), lambda: c.objective in OBJECTIVES, lambda: f"must be one of {', '.join(OBJECTIVES)}, got {c.objective!r}"),
-        (("pos_encoding",), lambda: c.pos_encoding in ENCODINGS,
-         lambda: f"unknown {c.pos_encoding!r}{suggest(c.pos_encoding, ENCODINGS)}; choose one of {', '.join(ENCODINGS)}"),
-        (("model",), lambda: c.model in MODEL_PRESETS,
-         lambda: f"unknown shape {c.model!r}{suggest(c.model, MODEL_PRESETS)}; choose one of {', '.join(MODEL_PRESETS)}"),
-        (("vocab_size",), lambda: c.vocab_size >= MIN_VOCAB_SIZE,
-         lambda: f"must be at least {MIN_VOCAB_SIZE} (256 bytes and the special tokens), got {c.vocab_size}"),
-        (("batch_size", "grad_accum"), lambda: c.batch_size % c.grad_accum == 0,
-         lambda: f"{c.batch_size} does not split into grad_accum {c.grad_accum} equal micro-batches; make it a multiple"),
-        (("max_len", "seq_len"), lambda: c.max_len is None or c.max_len >= c.seq_len,
-         lambda: f"{c.max_len} is shorter than seq_len {c.seq_len}; raise max_len or leave it null"),
-        (("warmup_steps", "max_steps"), lambda: 0 <= c.warmup_steps <= c.max_steps,
-         lambda: f"must lie in [0, max_steps={c.max_steps}], got {c.warmup_steps}"),
-        (("lr",), lambda: c.lr > 0, lambda: f"must be positive, got {c.lr}"),
-        (("min_lr", "lr"), lambda: 0 <= c.min_lr <= c.lr, lambda: f"{c.min_lr} must lie in [0, lr={c.lr}]"),
-        (("weight_decay",), lambda: c.weight_decay >= 0, lambda: f"must be >= 0, got {c.weight_decay}"),
-        (("grad_clip",), lambda: c.grad_clip >= 0, lambda: f"must be >= 0 (0: off), got {c.grad_clip}"),
-        (("betas",), lambda: all(0 <= b < 1 for b in c.betas), lambda: f"each must lie in [0, 1), got {c.betas}"),
-        (("dropout",), lambda: 0 <= c.dropout < 1, lambda: f"must lie in [0, 1), got {c.dropout}"),
-        (("mask_prob",), lambda: 0 < c.mask_prob < 1, lambda: f"must lie in (0, 1), got {c.mask_prob}"),
-        (("seed",), lambda: c.seed >= 0, lambda: f"must be >= 0, got {c.seed}"),
-        (("device",), lambda: _DEVICE.fullmatch(c.device) is not None,
-         lambda: f"expected auto, cpu, cuda, cuda:N or mps, got {c.device!r}"),
-        (("dtype",), lambda: c.dtype in ("auto", "float32", "bfloat16"), lambda: f"expected auto, float32 or bfloat16, got {c.dtype!r}"),
-    ]
-    return rules
-
-# %% ../nbs/05_config.ipynb #6a0c1e52
-def _value_problems(c, typed: set[str]) -> list[tuple[str, str]]:
-    "(key, problem) for each rule `c` breaks; a rule runs only when every key it reads is in `typed` and broke no rule."
-    problems, broken = [], set()
-    for keys, ok, problem in _value_rules(c):  # a key that broke one rule is not read by the next
-        if typed.issuperset(keys) and not broken.intersection(keys) and not ok():
-            problems.append((keys[0], problem()))
-            broken.update(keys)
-    return problems
+def _split_problem(batch_size: int, grad_accum: int, world_size: int = 1) -> str | None:
+    "What is wrong with a batch that does not split into `world_size` processes x `grad_accum` equal micro-batches."
+    if batch_size % (world_size * grad_accum):
+        processes = f"{world_size} processes x " if world_size > 1 else ""
+        return (f"{batch_size} does not split into {processes}grad_accum {grad_accum} equal micro-batches; make it a "
+                f"multiple of {world_size * grad_accum} or change grad_accum")
 
 
-def _check_config(cfg):
-    "Give each field of `cfg` its type, then raise `ConfigError` listing every problem (the model's own checks last)."
-    problems, typed = [], set()
-    hints = typing.get_type_hints(type(cfg))
-    for f in fields(cfg):
-        try:
-            setattr(cfg, f.name, _typed(getattr(cfg, f.name), hints[f.name]))
-            typed.add(f.name)
-        except TypeError as e:
-            problems.append((f.name, str(e)))
-    problems += _value_problems(cfg, typed)
-    if not problems:  # every key typed and every rule kept: the model's own checks (d_model % n_head, ...)
-        try: cfg.model_config()
-        except ValueError as e: problems.append(("model", str(e)))
-    if problems:
-        raise ConfigError(problems)
+_RULES = [  # (the keys a rule reads, the problem it finds in their values)
+    *(((k,), positive_int_problem) for k in _POSITIVE),
+    *(((k,), or_null(positive_int_problem, "the preset's value")) for k in ("n_layer", "n_head", "d_model")),
+    (("max_len",), or_null(positive_int_problem, "seq_len")),
+    (("objective",), lambda v: choice_problem(v, OBJECTIVES)),
+    (("pos_encoding",), encoding_problem),
+    (("model",), lambda v: choice_problem(v, MODEL_PRESETS)),
+    (("vocab_size",), lambda v: None if v >= MIN_VOCAB_SIZE else
+     f"must be at least {MIN_VOCAB_SIZE} (256 bytes and the special tokens), got {v}"),
+    (("batch_size", "grad_accum"), _split_problem),
+    (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
+     f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),
+    (("warmup_steps", "max_steps"), lambda w, m: None if 0 <= w <= m else f"must lie in [0, max_steps={m}], got {w}"),
+    (("lr",), lambda v: None if v > 0 else f"must be positive, got {v}"),
+    (("min_lr", "lr"), lambda m, lr: None if 0 <= m <= lr else f"{m} must lie in [0, lr={lr}]"),
+    *(((k,), non_negative_problem) for k in ("weight_decay", "grad_clip", "seed")),
+    (("betas",), each_entry(fraction_problem)),
+    (("dropout",), fraction_problem),
+    (("mask_prob",), lambda v: None if 0 < v < 1 else f"must lie in (0, 1), got {v}"),
+    (("device",), lambda v: None if _DEVICE.fullmatch(v) else f"expected auto, cpu, cuda, cuda:N or mps, got {v!r}"),
+    (("dtype",), lambda v: choice_problem(v, ("auto", "float32", "bfloat16"))),
+]
 
-# %% ../nbs/05_config.ipynb #2dc603e8
-def _model_config(cfg) -> ModelConfig:
-    "The `ModelConfig` this run trains: the `model` preset, overridden; mlm gets bidirectional attention."
-    shape = {k: getattr(cfg, k) for k in ("n_layer", "n_head", "d_model") if getattr(cfg, k) is not None}
-    if cfg.pos_options:
-        shape["pos_options"] = dict(cfg.pos_options)
-    return ModelConfig.from_preset(cfg.model, vocab_size=cfg.vocab_size, pos_encoding=cfg.pos_encoding,
-                                   max_len=cfg.max_len or cfg.seq_len, causal=cfg.objective == "clm",
-                                   dropout=cfg.dropout, **shape)
-
-
-def _check_world_size(cfg, world_size: int):
-    "Raise `ConfigError` unless the global batch splits evenly over `world_size` processes x `grad_accum`."
-    if cfg.batch_size % (world_size * cfg.grad_accum):
-        raise ConfigError([("batch_size", f"{cfg.batch_size} does not split into {world_size} processes x grad_accum "
-                                          f"{cfg.grad_accum} equal micro-batches; make it a multiple of "
-                                          f"{world_size * cfg.grad_accum} or change grad_accum")])
-
-# %% ../nbs/05_config.ipynb #e8b43850
-_ALIASES = {"learning_rate": "lr", "steps": "max_steps", "encoding": "pos_encoding", "context_length": "seq_len",
-            "warmup": "warmup_steps", "batch": "batch_size"}  # names other trainers use, too far from ours for difflib
-
-
-def _from_dict(cls, d: dict):
-    "A config from plain keys and values (YAML, overrides); unknown keys are reported with the key they most resemble."
-    known = [f.name for f in fields(cls)]
-    unknown = [k for k in d if k not in known]
-    suggestions = {k: near for k in unknown if (near := _ALIASES.get(k) or closest(k, known))}
-    problems = [(k, f"unknown key (did you mean {suggestions[k]!r}?)" if k in suggestions else "unknown key") for k in unknown]
-    try:
-        config = cls(**{k: v for k, v in d.items() if k in known})
-    except ConfigError as e:
-        problems += list(zip(e.keys, (p.split(": ", 1)[1] for p in e.problems)))
-    if problems:
-        raise ConfigError(problems, suggestions)
-    return config
-
-
-TRAIN_PRESETS: dict[str, dict] = {  # the smoke profile's training: a one-layer model, four steps
-    "smoke": dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, vocab_size=2048, seq_len=32, batch_size=4, lr=3e-3,
-                  min_lr=3e-4, warmup_steps=1, max_steps=4, eval_interval=10, eval_batches=1, log_interval=5,
-                  checkpoint_interval=10),
-}
-
-
-def _from_preset(cls, name: str, **overrides):
-    "The preset `name` from `TRAIN_PRESETS`, with `overrides` on top."
-    if name not in TRAIN_PRESETS:
-        raise ConfigError([("preset", f"unknown {name!r}{suggest(name, TRAIN_PRESETS)}; choose one of {', '.join(TRAIN_PRESETS)}")],
-                          {"preset": near} if (near := closest(name, TRAIN_PRESETS)) else None)
-    return cls.from_dict({**TRAIN_PRESETS[name], **overrides})
-
-# %% ../nbs/05_config.ipynb #1d9b8a60
+# %% ../nbs/05_config.ipynb #f76a6073
 @dataclass
-class TrainConfig:
-    "What a training run learns from and how; `RUNTIME_KEYS` are the few that do not change the result."
+class _TrainKeys(Checked):
+    "The keys of a training run, each with its default and what it means; `TrainConfig` adds what a run asks of them."
 
     corpus: str = "shakespeare"  # a `posenc_nb.corpora.load_corpus` name or a local path
     vocab_size: int = 2048
@@ -241,11 +207,44 @@ class TrainConfig:
     dtype: str = "auto"  # "auto": bfloat16 autocast on cuda, float32 on cpu; or "float32", "bfloat16"
     compile: bool = False  # torch.compile the model
 
-    __post_init__ = _check_config
-    model_config = _model_config
-    check_world_size = _check_world_size
-    from_dict = classmethod(_from_dict)
-    from_preset = classmethod(_from_preset)
+# %% ../nbs/05_config.ipynb #1d9b8a60
+_ALIASES = {"learning_rate": "lr", "steps": "max_steps", "encoding": "pos_encoding", "context_length": "seq_len",
+            "warmup": "warmup_steps", "batch": "batch_size"}  # names other trainers use, too far from ours for difflib
+TRAIN_PRESETS: dict[str, dict] = {  # the smoke profile's training: a one-layer model, four steps
+    "smoke": dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, vocab_size=2048, seq_len=32, batch_size=4, lr=3e-3,
+                  min_lr=3e-4, warmup_steps=1, max_steps=4, eval_interval=10, eval_batches=1, log_interval=5,
+                  checkpoint_interval=10),
+}
+
+
+class TrainConfig(_TrainKeys):
+    "What a training run learns from and how, checked as a whole; `RUNTIME_KEYS` are the few that do not change the result."
+    rules, aliases = _RULES, _ALIASES
+
+    def __post_init__(self):
+        "Each key typed and every rule kept (`Checked`), then the model's own checks (d_model % n_head, the options)."
+        super().__post_init__()
+        try: self.model_config()
+        except ValueError as e: raise ConfigError([("model", str(e))]) from None
+
+    def model_config(self) -> ModelConfig:
+        "The `ModelConfig` this run trains: the `model` preset, overridden; mlm gets bidirectional attention."
+        shape = {k: getattr(self, k) for k in ("n_layer", "n_head", "d_model") if getattr(self, k) is not None}
+        return ModelConfig.from_preset(self.model, vocab_size=self.vocab_size, pos_encoding=self.pos_encoding,
+                                       max_len=self.max_len or self.seq_len, causal=self.objective == "clm",
+                                       dropout=self.dropout, pos_options=dict(self.pos_options or {}), **shape)
+
+    def check_world_size(self, world_size: int):
+        "Raise `ConfigError` unless the global batch splits evenly over `world_size` processes x `grad_accum`."
+        if problem := _split_problem(self.batch_size, self.grad_accum, world_size):
+            raise ConfigError([("batch_size", problem)])
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides) -> TrainConfig:
+        "The preset `name` from `TRAIN_PRESETS`, with `overrides` on top."
+        if problem := choice_problem(name, TRAIN_PRESETS):
+            raise ConfigError([("preset", problem)], {"preset": near} if (near := closest(name, TRAIN_PRESETS)) else None)
+        return cls.from_dict({**TRAIN_PRESETS[name], **overrides})
 
 # %% ../nbs/05_config.ipynb #acbd40d9
 def parse_overrides(args: list[str]) -> dict:

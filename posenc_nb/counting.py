@@ -14,7 +14,8 @@ import torch
 from fastcore.meta import delegates
 
 from .checks import check_attention_layer, check_layers
-from .evaluate import masked_perplexity, perplexity_by_length
+from .evaluate import perplexity_by_length
+from .order import masked_perplexity
 from .probe import (ProbeTraining, ProbeWindows, fit_probes, middle_mad, plot_baselines, probe_scores, random_mad,
                              train_probe)
 from .utils import frozen, model_device

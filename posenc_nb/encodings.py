@@ -6,18 +6,19 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .utils import suggest
+from .utils import check_value, choice_problem, positive_int, suggest
 
 # %% auto #0
-__all__ = ['ENCODINGS', 'SINUSOIDAL_TABLES', 'FAIRSEQ_FIRST_POSITION', 'ROPE_SCALINGS', 'PositionalEncoding', 'signed_distances',
-           'bias_matrix', 'register', 'get_encoding', 'NoPos', 'Learned', 'sinusoidal_table', 'Sinusoidal',
-           'rope_frequencies', 'RoPE', 'alibi_slopes', 'ALiBi', 't5_bucket', 'T5Bias', 'KerpleLog', 'piecewise_linear',
-           'FIRE', 'XPos', 'yarn']
+__all__ = ['ENCODINGS', 'encoding_problem', 'SINUSOIDAL_TABLES', 'FAIRSEQ_FIRST_POSITION', 'ROPE_SCALINGS', 'PositionalEncoding',
+           'signed_distances', 'bias_matrix', 'register', 'get_encoding', 'NoPos', 'Learned', 'sinusoidal_table',
+           'Sinusoidal', 'rope_frequencies', 'RoPE', 'alibi_slopes', 'ALiBi', 't5_bucket', 'T5Bias', 'KerpleLog',
+           'piecewise_linear', 'FIRE', 'XPos', 'yarn']
 
 # %% ../nbs/00_encodings.ipynb #812af7a7
 class PositionalEncoding(nn.Module):
@@ -81,6 +82,7 @@ def bias_matrix(pos: PositionalEncoding, T: int, causal: bool = False, device=No
 
 # %% ../nbs/00_encodings.ipynb #531058a0
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+encoding_problem = partial(choice_problem, choices=ENCODINGS)  # what is wrong with a name as a registered encoding, or None
 
 
 def register(name: str):
@@ -102,8 +104,7 @@ def register(name: str):
 
 def get_encoding(name: str, d_model: int, n_head: int, max_len: int, **options) -> PositionalEncoding:
     "Build the encoding registered as `name`, with its `options` (the rest keep their defaults)."
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown positional encoding {name!r}{suggest(name, ENCODINGS)}; choose one of {', '.join(ENCODINGS)}")
+    check_value("positional encoding", encoding_problem(name))
     return ENCODINGS[name](d_model, n_head, max_len, **options)
 
 # %% ../nbs/00_encodings.ipynb #d8039658
@@ -145,8 +146,7 @@ def sinusoidal_table(length: int, dim: int, table: str = "fairseq") -> torch.Ten
     column 2i + 1 the matching cos (an odd `dim` drops the last cos)."""
     if length < 0 or dim <= 0:
         raise ValueError(f"sinusoidal_table needs length >= 0 and dim > 0, got length={length}, dim={dim}")
-    if table not in SINUSOIDAL_TABLES:
-        raise ValueError(f"unknown sinusoidal table {table!r}; choose one of {', '.join(SINUSOIDAL_TABLES)}")
+    check_value("sinusoidal table", choice_problem(table, SINUSOIDAL_TABLES))
     if table == "vaswani":
         angle = torch.arange(length, dtype=torch.float32)[:, None] * 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
         return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)[:, :dim]  # interleave sin, cos
@@ -170,8 +170,7 @@ class Sinusoidal(PositionalEncoding):
     def check_options(cls, options: dict) -> dict:
         "Also a known `table`."
         checked = super().check_options(options)
-        if checked["table"] not in SINUSOIDAL_TABLES:
-            raise ValueError(f"{cls.name} option 'table' must be one of {', '.join(SINUSOIDAL_TABLES)}, got {checked['table']!r}")
+        check_value(f"{cls.name} option 'table'", choice_problem(checked["table"], SINUSOIDAL_TABLES))
         return checked
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
@@ -205,8 +204,7 @@ class RoPE(PositionalEncoding):
     def check_options(cls, options: dict) -> dict:
         "Also a known `scaling` and a `factor` of at least 1."
         checked = super().check_options(options)
-        if checked["scaling"] not in ROPE_SCALINGS:
-            raise ValueError(f"{cls.name} option 'scaling' must be one of {', '.join(ROPE_SCALINGS)}, got {checked['scaling']!r}")
+        check_value(f"{cls.name} option 'scaling'", choice_problem(checked["scaling"], ROPE_SCALINGS))
         if not checked["factor"] >= 1:
             raise ValueError(f"{cls.name} option 'factor' is how many times the training length to cover: at least 1, got {checked['factor']}")
         return checked
@@ -241,8 +239,7 @@ class RoPE(PositionalEncoding):
 # %% ../nbs/00_encodings.ipynb #f8c2c557
 def alibi_slopes(n_heads: int) -> torch.Tensor:
     "ALiBi's per-head slopes, including head counts that are not powers of 2."
-    if n_heads <= 0:
-        raise ValueError(f"alibi_slopes needs a positive number of heads, got {n_heads}")
+    positive_int(n_heads, "alibi_slopes' n_heads")
 
     def geometric(n):
         return [2 ** (-8 * (i + 1) / n) for i in range(n)]

@@ -15,8 +15,9 @@ import pandas as pd
 
 from .checkpoint import Run, run_dir
 from .claims import Check, positive_arm_check
-from .evaluate import perplexity_by_length, permuted_positions
+from .evaluate import perplexity_by_length
 from .grids import Grid, core_grid, model_parameters, shared_runs
+from .order import permuted_positions
 from .paper import gap_report, nopos_gap
 from .probe import probe_layers
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
@@ -65,8 +66,7 @@ def table_runs(grid: Grid, core: Grid, jobs: int = 1) -> dict:
 
 def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int = 1) -> pd.DataFrame:
     "A row per run of a `Grid` (`{(variant, encoding, seed): run}`): its validation perplexity at its training length."
-    calls = [dict(run=run, context_lengths=[run.config.seq_len], max_tokens=eval_tokens, encoding=enc)
-             for (_, enc, _), run in runs.items()]
+    calls = [dict(run=run, context_lengths=[run.config.seq_len], max_tokens=eval_tokens) for run in runs.values()]
     rows = []
     for ((name, enc, seed), run), ppl in zip(runs.items(), runs_perplexity(calls, jobs)):
         rows.append({"variant": name, **variants[name], "seq_len": run.config.seq_len, "encoding": enc, "seed": seed,

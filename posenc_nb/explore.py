@@ -156,15 +156,15 @@ class AttentionExplorer(widgets.VBox):
         self.redraw()
 
     def redraw(self):
-        "Load the chosen run and show its view, or the reason there is none."
+        "Load the chosen run and show its view, or the reason there is none: never the last view under a new choice."
         label = self.run_menu.value
-        self.runs[label] = run = as_run(self.runs[label])
         with self.output:
             self.output.clear_output(wait=True)
             try:
+                self.runs[label] = run = as_run(self.runs[label])
                 fig, message, pair = explorer_view(run, self.text_box.value, self.layer_box.value, self.head_box.value,
                                                    self.seed)
-            except ValueError as e:
+            except (ValueError, RuntimeError, OSError) as e:  # a choice it cannot show, a damaged or missing run
                 self.view = dict(run=label, error=str(e))
                 return print(e)
             self.view = dict(run=label, pair=pair, message=message)
@@ -184,10 +184,12 @@ DEFAULT_SENTENCE = "The cat sat on the mat"
 def explore(runs=None, text: str = DEFAULT_SENTENCE, layer: int = 1, head: int = 0, seed: int = 0,
             interactive: bool | None = None):
     "The attention explorer on `runs` (a run, a folder, a list of them; default: all under `runs_dir()`)."
-    runs = find_runs() if runs is None else list(runs) if isinstance(runs, (list, tuple)) else [runs]
-    if not runs:
+    if runs is None and not (runs := find_runs()):
         raise ValueError(f"no trained runs under {runs_dir()}: train one (posenc-train, or posenc_nb.train.train) "
                          "or pass runs or run folders to explore()")
+    if not (runs := list(runs) if isinstance(runs, (list, tuple)) else [runs]):
+        raise ValueError(f"explore() was given an empty list of runs: pass a run, a run folder or a list of them, or "
+                         f"nothing for every trained run under {runs_dir()} ({len(find_runs())} there)")
     if interactive if interactive is not None else has_frontend():
         return AttentionExplorer({run_label(r): r for r in runs}, text, layer, head, seed)
     fig, message, _ = explorer_view(runs[0], text, layer, head, seed)

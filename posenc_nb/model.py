@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .encodings import ENCODINGS, PositionalEncoding, get_encoding
+from .encodings import ENCODINGS, PositionalEncoding, encoding_problem, get_encoding
+from .utils import check_value, choice_problem, fraction_problem, positive_int_problem
 
 # %% auto #0
 __all__ = ['PRESETS', 'MODEL_VERSION', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention',
@@ -38,24 +39,17 @@ class ModelConfig:
     pos_options: dict = field(default_factory=dict)  # the encoding's own settings, e.g. {"base": 500000.0} for RoPE; {}: defaults
 
     def __post_init__(self):
-        for field in ("vocab_size", "n_layer", "n_head", "d_model", "max_len"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"ModelConfig.{field} must be a positive integer, got {value!r}")
+        "Raise ValueError naming the first field that is wrong, and what it must be."
+        rules = {**dict.fromkeys(["vocab_size", "n_layer", "n_head", "d_model", "max_len"], positive_int_problem),
+                 "pos_encoding": encoding_problem, "dropout": fraction_problem,
+                 "causal": lambda v: None if isinstance(v, bool) else f"must be True or False, got {v!r}",
+                 "pos_options": lambda v: None if isinstance(v, dict) else f"must map option names to values, got {v!r}"}
+        for name, rule in rules.items():
+            check_value(f"ModelConfig.{name}", rule(getattr(self, name)))
         if self.d_model % self.n_head:
-            raise ValueError(
-                f"d_model={self.d_model} is not divisible by n_head={self.n_head}; "
-                f"pick n_head among the divisors of d_model"
-            )
-        if self.pos_encoding not in ENCODINGS:
-            raise ValueError(f"unknown pos_encoding {self.pos_encoding!r}; choose one of {', '.join(ENCODINGS)}")
-        if not isinstance(self.pos_options, dict):
-            raise ValueError(f"ModelConfig.pos_options must map option names to values, got {self.pos_options!r}")
+            raise ValueError(f"d_model={self.d_model} is not divisible by n_head={self.n_head}; "
+                             "pick n_head among the divisors of d_model")
         ENCODINGS[self.pos_encoding].check_options(self.pos_options)
-        if not isinstance(self.causal, bool):
-            raise ValueError(f"ModelConfig.causal must be True or False, got {self.causal!r}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"ModelConfig.dropout must be in [0, 1), got {self.dropout!r}")
 
     @property
     def head_dim(self) -> int:
@@ -64,8 +58,7 @@ class ModelConfig:
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ModelConfig:
         "The preset shape `name`, with any field overridden."
-        if name not in PRESETS:
-            raise ValueError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+        check_value("model preset", choice_problem(name, PRESETS))
         return cls(**{**PRESETS[name], **overrides})
 
 # %% ../nbs/01_model.ipynb #961e373a

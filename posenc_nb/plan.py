@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import subprocess
 import sys
@@ -19,11 +20,12 @@ from .checkpoint import run_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .grids import experiment_grids, model_parameters
 from .profiles import PROFILES, profile_parameters
-from .utils import EXIT_STATUS, positive_int, run_command
+from .utils import EXIT_STATUS, positive_int, run_command, unwritable
 
 # %% auto #0
-__all__ = ['ASSUMED_TFLOPS', 'profile_trainings', 'training_tokens_of', 'training_flops', 'training_plan', 'plan_summary',
-           'train_arguments', 'train_command', 'plan_script', 'chosen_plan', 'train_locally', 'plan_main']
+__all__ = ['ASSUMED_TFLOPS', 'profile_trainings', 'training_tokens_of', 'training_flops', 'check_tflops', 'training_plan',
+           'plan_summary', 'train_arguments', 'train_command', 'plan_script', 'chosen_plan', 'train_locally',
+           'plan_main']
 
 # %% ../nbs/14a_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -56,10 +58,18 @@ def _plan_row(cfg: TrainConfig, tflops: float) -> dict:
                 seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600, folder=str(run_dir(cfg)), config=cfg)
 
 
+def check_tflops(tflops, key: str = "tflops") -> float:
+    "`tflops` as a float, or `ConfigError` naming `key` unless it is a positive, finite rate: no estimate is negative or NaN."
+    if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not 0 < tflops < math.inf:
+        raise ConfigError([(key, f"{tflops!r} TFLOP/s per GPU gives no estimate: give the positive rate one GPU sustains, "
+                                 f"e.g. {ASSUMED_TFLOPS:g} (about half an A100's bf16 peak)")])
+    return float(tflops)
+
+
 def training_plan(profile: str, overrides: dict | None = None, tflops: float = ASSUMED_TFLOPS) -> pd.DataFrame:
     """One row per distinct training run of `profile` (with `overrides`): its folder, config hash, shape, tokens, seed,
     the notebooks that use it, its training FLOPs and GPU-hours at `tflops` sustained; nothing runs, nothing trains."""
-    rows, notebooks = {}, {}
+    rows, notebooks, tflops = {}, {}, check_tflops(tflops)
     for notebook, cfg in profile_trainings(profile_parameters(profile, overrides)):
         rows.setdefault(run_dir(cfg), cfg)
         notebooks.setdefault(run_dir(cfg), []).append(notebook)
@@ -162,15 +172,19 @@ def plan_main(argv=None) -> int:
     parser.add_argument("--tflops", type=float, default=ASSUMED_TFLOPS, help="sustained TFLOP/s per GPU the estimate assumes")
     args = parser.parse_intermixed_args(argv)
 
-    def body():
+    def body():  # every argument checked before any work
         if args.out is not None and args.out.is_dir():
             raise ConfigError([("--out", f"{args.out} is a folder; give the path of the script to write, e.g. --out plan.sh")])
-        plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=args.tflops)
-        script = plan_script(plan, positive_int(args.nproc_per_node, "--nproc-per-node"))
+        if args.out is not None and (reason := unwritable(args.out)):
+            raise ConfigError([("--out", f"{args.out} cannot be written: {reason}; give a path you can write to, e.g. --out plan.sh")])
+        tflops, nproc = check_tflops(args.tflops, "--tflops"), positive_int(args.nproc_per_node, "--nproc-per-node")
+        plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=tflops)
+        script = plan_script(plan, nproc)
         numbers = lambda names: ",".join(name.split("_")[0] for name in names.split(", "))  # 01,06: a narrow column
         print(plan[_PLAN_COLUMNS].to_string(index=False, formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
         print(plan_summary(plan))
         if args.out:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(script)
             args.out.chmod(0o755)
             print(f"{len(plan)} commands written to {args.out}; run it (again after an interruption) to train them")

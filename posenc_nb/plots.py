@@ -18,8 +18,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from .checkpoint import Run, load_run
-from .encodings import ENCODINGS
-from .utils import suggest
+from .encodings import ENCODINGS, encoding_problem
+from .utils import check_value
 
 # %% auto #0
 __all__ = ['PANEL_SIZE', 'LINE_STYLES', 'SEED_MARKERS', 'encoding_color', 'encoding_label', 'format_count', 'caption',
@@ -29,8 +29,7 @@ __all__ = ['PANEL_SIZE', 'LINE_STYLES', 'SEED_MARKERS', 'encoding_color', 'encod
 # %% ../nbs/08_plots.ipynb #82a15594
 def _encoding(name: str):
     "The registered encoding class `name`; ValueError naming the registered ones otherwise."
-    if name not in ENCODINGS:
-        raise ValueError(f"unknown encoding {name!r}{suggest(name, ENCODINGS)}: expected one of {', '.join(ENCODINGS)}")
+    check_value("positional encoding", encoding_problem(name))
     return ENCODINGS[name]
 
 
@@ -151,8 +150,8 @@ def plot_by_encoding(ax, df: pd.DataFrame, x: str, y: str, hue: str = "encoding"
         raise ValueError(f"DataFrame has no column(s) {sorted(missing)}; it has {list(df.columns)}")
     if df.empty:
         raise ValueError("nothing to plot: the DataFrame is empty")
-    if unknown := set(df[hue]) - set(ENCODINGS):
-        raise ValueError(f"unknown encoding(s) {sorted(unknown)} in column {hue!r}: expected {', '.join(ENCODINGS)}")
+    for name in dict.fromkeys(df[hue]):
+        check_value(f"each {hue!r} in the DataFrame", encoding_problem(name))
     stats = df.groupby(keys + [x], sort=True, dropna=False)[y].agg(["mean", "min", "max", "count"]).reset_index()
     variants = list(dict.fromkeys(df[style])) if style else [None]
     for name in [n for n in ENCODINGS if n in set(stats[hue])]:

@@ -21,6 +21,7 @@ from .checks import check_context_length, check_layer, check_layers, check_token
 from .evaluate import model_encoding
 from .learner import start_model
 from .utils import frozen, model_device, positive_int
+from .workers import run_identity
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 
 # %% auto #0
@@ -313,9 +314,11 @@ def initial_model(run) -> nn.Module:
 
 @delegates(probe_layers)
 def probe_run(run, train_tokens, eval_tokens, trained: bool = True, **kwargs) -> pd.DataFrame:
-    "`probe_layers` on `run`'s model, trained or (`trained=False`) at initialisation, each row marked in column `trained`."
+    """`probe_layers` on `run`'s model, trained or (`trained=False`) at initialisation, its windows and probes drawn from
+    the run's seed unless `seed` is given; each row marked in column `trained`, with `run_identity(run)` in its columns."""
     model = run.model if trained else initial_model(run)
-    return probe_layers(model, train_tokens, eval_tokens, **kwargs).assign(trained=trained)
+    scores = probe_layers(model, train_tokens, eval_tokens, **{"seed": run.config.seed} | kwargs)
+    return scores.assign(trained=trained, **run_identity(run))
 
 # %% ../nbs/10_probe.ipynb #b1f9caba
 @delegates(ProbeTraining)

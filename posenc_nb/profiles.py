@@ -5,16 +5,17 @@
 # %% ../nbs/05b_profiles.ipynb #e3c95286
 from __future__ import annotations
 
-import math
+from dataclasses import dataclass
 from pathlib import Path
 
-from .config import TRAIN_PRESETS, ConfigError, TrainConfig
+from .config import TRAIN_PRESETS, Checked, ConfigError, TrainConfig
+from .encodings import encoding_problem
 from .published_corpora import HUB_CORPORA, SOURCES
-from .encodings import ENCODINGS
-from .utils import REPO_ROOT, suggest
+from .utils import (REPO_ROOT, check_value, choice_problem, each_entry, non_negative_problem, or_null,
+                             positive_int_problem, suggest)
 
 # %% auto #0
-__all__ = ['PROFILES', 'DEFAULT_OUT', 'parameter_problems', 'committed_figures', 'check_parameters', 'check_overrides',
+__all__ = ['PROFILES', 'DEFAULT_OUT', 'ExperimentParameters', 'committed_figures', 'check_parameters', 'check_overrides',
            'profile_parameters']
 
 # %% ../nbs/05b_profiles.ipynb #9cf39536
@@ -147,82 +148,112 @@ PROFILES["gpu"] = dict(
 )
 
 # %% ../nbs/05b_profiles.ipynb #5d4800c4
-def _natural(v) -> bool: return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-def _count(v) -> bool: return _natural(v) and v > 0
-def _list_of(test): return lambda v: isinstance(v, list) and len(v) > 0 and all(test(x) for x in v)
-def _corpus(v) -> bool: return isinstance(v, str) and (v in SOURCES or v in HUB_CORPORA or "/" in v or Path(v).exists())
+def _corpus_problem(corpus: str) -> str | None:
+    "What is wrong with `corpus` as a corpus name or the path of text files; None when nothing is."
+    if not (corpus in SOURCES or corpus in HUB_CORPORA or "/" in corpus or Path(corpus).exists()):
+        names = [*SOURCES, *HUB_CORPORA]
+        return (f"must be one of {', '.join(names)} or the path of .txt/.parquet/.jsonl files, got "
+                f"{corpus!r}{suggest(corpus, names)}")
 
 
-_RULES = {  # parameter: (check, what it must be)
-    "profile": (lambda v: v in PROFILES, f"one of {sorted(PROFILES)}"),
-    "out_dir": (lambda v: isinstance(v, str) and v.strip() != "", "the path of a folder"),
-    "corpus": (_corpus, f"one of {[*SOURCES, *HUB_CORPORA]} or the path of .txt/.parquet/.jsonl files"),
-    "corpora": (_list_of(_corpus), "a non-empty list of corpora"),
-    "online_corpora": (lambda v: isinstance(v, list) and all(isinstance(c, str) for c in v), "a list of corpus names"),
-    "eval_protocol": (lambda v: v in ("nonoverlapping", "sliding", "both"), "'nonoverlapping', 'sliding' or 'both'"),
-    "train_jobs": (_count, "a positive integer: how many models train side by side"),
-    **dict.fromkeys(["seeds", "table_seeds"], (_list_of(_natural), "a non-empty list of integer seeds >= 0")),
-    **dict.fromkeys(["encodings", "table_encodings", "mlm_encodings"],
-                    (_list_of(lambda e: e in ENCODINGS), f"a non-empty list of encodings from {list(ENCODINGS)}")),
-    **dict.fromkeys(["train_lengths", "eval_lengths", "beyond_eval_lengths"],
-                    (_list_of(_count), "a non-empty list of positive integers")),
-    "beyond_encodings": (lambda v: v is None or _list_of(lambda e: e in ENCODINGS)(v), f"null (every encoding) or a list from {list(ENCODINGS)}"),
-    "rope_scalings": (lambda v: isinstance(v, list) and all(isinstance(s, str) for s in v), "a list of RoPE scaling names"),
-    **dict.fromkeys(["probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments"],
-                    (_count, "a positive integer")),
-    **dict.fromkeys(["eval_tokens", "sliding_stride", "context_use_tokens"], (lambda v: v is None or _count(v), "a positive integer or null")),
-    "unigram_margin": (lambda v: v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)),
-                       "a number (nats) or null"),
-    **dict.fromkeys(["train_settings", "mlm_settings"], (lambda v: isinstance(v, dict), "a mapping of TrainConfig keys")),
-    "model_sizes": (lambda v: isinstance(v, dict) and len(v) > 0 and all(isinstance(s, dict) for s in v.values()),
-                    "a non-empty mapping of names to TrainConfig keys"),
-    **dict.fromkeys(["sentence", "shuffled_sentence"], (lambda v: isinstance(v, str) and len(v.split()) > 1, "a sentence of several words")),
-}
+def _compares_nopos(encodings: list[str]) -> str | None:
+    "What is wrong with `encodings` as a table's, which compares NoPos with an encoding with positions; None when nothing is."
+    if "nopos" not in encodings or len(set(encodings)) < 2:
+        return f"{encodings} must hold 'nopos' and an encoding with positions: the tables compare them"
+
+
+_COUNTS = ("probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments", "train_jobs")
+_ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
+    (("profile",), lambda name: choice_problem(name, PROFILES)),
+    (("out_dir",), lambda folder: None if folder.strip() else f"must be the path of a folder, got {folder!r}"),
+    (("corpus",), _corpus_problem),
+    (("corpora",), each_entry(_corpus_problem)),
+    (("model_sizes",), lambda sizes: None if sizes else "must name at least one model shape, got {}"),
+    *(((k,), each_entry(non_negative_problem)) for k in ("seeds", "table_seeds")),
+    *(((k,), each_entry(encoding_problem)) for k in ("encodings", "table_encodings", "mlm_encodings")),
+    *(((k,), _compares_nopos) for k in ("table_encodings", "mlm_encodings")),
+    (("beyond_encodings",), or_null(each_entry(encoding_problem), "every registered encoding")),
+    *(((k,), each_entry(positive_int_problem)) for k in ("train_lengths", "eval_lengths", "beyond_eval_lengths")),
+    (("eval_protocol",), lambda protocol: choice_problem(protocol, ("nonoverlapping", "sliding", "both"))),
+    *(((k,), or_null(positive_int_problem, "the whole validation split")) for k in ("eval_tokens", "context_use_tokens")),
+    (("sliding_stride",), or_null(positive_int_problem, "half the context")),
+    *(((k,), positive_int_problem) for k in _COUNTS),
+    *(((k,), lambda s: None if len(s.split()) > 1 else f"must be a sentence of several words, got {s!r}")
+      for k in ("sentence", "shuffled_sentence")),
+]
 
 # %% ../nbs/05b_profiles.ipynb #16fcfaf4
-def _config_problems(name: str, keys: dict) -> list[tuple[str, str]]:
-    "The problems of the `TrainConfig` that parameter `name` makes, as `(name, problem)`."
+def _config_problem(keys: dict) -> str | None:
+    "What is wrong with the `TrainConfig` that `keys` make; None when nothing is."
     try:
         TrainConfig.from_dict(keys)
-        return []
     except ConfigError as e:
-        return [(name, f"gives a bad config: {'; '.join(e.problems)}")]
+        return f"gives a bad config: {'; '.join(e.problems)}"
 
 
-def _settings_problems(p: dict) -> list[tuple[str, str]]:
-    "The problems of `train_settings` with the parameters that vary it (sizes, masked LMs, lengths)."
-    problems = _config_problems("train_settings", p["train_settings"])
-    if problems:
-        return problems
-    base = p["train_settings"]
-    problems += [x for size in p.get("model_sizes", {}).values() for x in _config_problems("model_sizes", {**base, **size})]
-    problems += _config_problems("mlm_settings", {**base, **p.get("mlm_settings", {}), "objective": "mlm"})
-    cfg = TrainConfig.from_dict(base)
-    if cfg.seq_len not in p.get("eval_lengths", [cfg.seq_len]):
-        problems.append(("eval_lengths", f"{p['eval_lengths']} omit the training length {cfg.seq_len} (train_settings' "
-                                         "seq_len), which every comparison is relative to; add it"))
-    if odd := [n for n in p.get("train_lengths", []) if cfg.seq_len * cfg.batch_size % n]:
-        problems.append(("train_lengths", f"{odd} do not divide the {cfg.seq_len * cfg.batch_size} tokens of a "
-                                          "training batch (seq_len x batch_size), which every length keeps"))
-    return problems
+def _eval_lengths_problem(lengths: list[int], settings: dict) -> str | None:
+    "What is wrong with evaluation `lengths` that omit the training length, which every comparison is relative to."
+    if (seq_len := TrainConfig.from_dict(settings).seq_len) not in lengths:
+        return f"{lengths} omit the training length {seq_len} (train_settings' seq_len), which every comparison is relative to; add it"
+
+
+def _train_lengths_problem(lengths: list[int], settings: dict) -> str | None:
+    "What is wrong with training `lengths` that do not divide the tokens of a batch, which every length keeps."
+    tokens = (cfg := TrainConfig.from_dict(settings)).seq_len * cfg.batch_size
+    if odd := [n for n in lengths if tokens % n]:
+        return f"{odd} do not divide the {tokens} tokens of a training batch (seq_len x batch_size), which every length keeps"
+
+
+_TOGETHER = [  # (the parameters a rule reads, the problem it finds in their values), train_settings' own rule first
+    (("train_settings",), _config_problem),
+    (("model_sizes", "train_settings"),
+     lambda sizes, base: next(filter(None, (_config_problem({**base, **size}) for size in sizes.values())), None)),
+    (("mlm_settings", "train_settings"), lambda mlm, base: _config_problem({**base, **mlm, "objective": "mlm"})),
+    (("eval_lengths", "train_settings"), _eval_lengths_problem),
+    (("train_lengths", "train_settings"), _train_lengths_problem),
+    (("shuffled_sentence", "sentence"), lambda shuffled, sentence: None if sorted(shuffled.split()) == sorted(sentence.split())
+     else f"{shuffled!r} is not a shuffle of the words of {sentence!r}"),
+]
 
 # %% ../nbs/05b_profiles.ipynb #e53437d4
-def _joint_problems(p: dict) -> list[tuple[str, str]]:
-    "The problems of parameters read together; `p` holds only those that are valid alone."
-    problems = _settings_problems(p) if "train_settings" in p else []
-    for name in ("table_encodings", "mlm_encodings"):
-        if name in p and ("nopos" not in p[name] or len(set(p[name])) < 2):
-            problems.append((name, f"{p[name]} must hold 'nopos' and an encoding with positions: the tables compare them"))
-    if "sentence" in p and "shuffled_sentence" in p and sorted(p["sentence"].split()) != sorted(p["shuffled_sentence"].split()):
-        problems.append(("shuffled_sentence", f"{p['shuffled_sentence']!r} is not a shuffle of the words of {p['sentence']!r}"))
-    return problems
+@dataclass(kw_only=True)
+class ExperimentParameters(Checked):
+    """The parameters of the experiment notebooks, each with its type, checked as a whole: a profile gives each its
+    value (every one but `out_dir`), a notebook or the command line may change some."""
 
+    profile: str = "cpu"  # the entry of `PROFILES` the values come from
+    out_dir: str = "."  # the folder the notebook writes its figures and tables to
+    corpus: str  # a corpus name or the path of .txt/.parquet/.jsonl files
+    corpora: list[str]  # Table 1's
+    online_corpora: list[str]  # Table 1 rows that need the network
+    train_settings: dict  # `TrainConfig` keys every model of the profile shares
+    mlm_settings: dict  # keys the masked LMs change
+    model_sizes: dict[str, dict]  # Table 2: a name for each shape, and the keys that make it
+    seeds: list[int]
+    table_seeds: list[int]  # Tables 1-3 and the encodings beyond the paper
+    encodings: list[str]  # the extrapolation figure's
+    table_encodings: list[str]
+    mlm_encodings: list[str]
+    beyond_encodings: list[str] | None
+    rope_scalings: list[str]
+    train_lengths: list[int]  # Table 3's
+    eval_lengths: list[int]
+    beyond_eval_lengths: list[int]
+    eval_protocol: str
+    eval_tokens: int | None
+    sliding_stride: int | None
+    context_use_tokens: int | None
+    unigram_margin: float | None  # nats below the unigram baseline
+    probe_sequences: int
+    probe_eval_sequences: int
+    probe_epochs: int
+    word_order_samples: int
+    position_segments: int
+    sentence: str
+    shuffled_sentence: str
+    train_jobs: int  # models trained side by side
 
-def parameter_problems(params: dict) -> list[tuple[str, str]]:
-    "`(parameter, problem)` for each experiment parameter in `params` that is wrong, alone or with the others."
-    alone = [(k, f"{v!r} is not {_RULES[k][1]}") for k, v in params.items() if k in _RULES and not _RULES[k][0](v)]
-    valid = {k: v for k, v in params.items() if k in _RULES and k not in dict(alone)}
-    return alone + _joint_problems(valid)
+    rules, unknown = [*_ALONE, *_TOGETHER], "not a parameter of the experiment notebooks"
 
 # %% ../nbs/05b_profiles.ipynb #0a3deed9
 def committed_figures() -> Path:
@@ -230,27 +261,22 @@ def committed_figures() -> Path:
     return (REPO_ROOT / DEFAULT_OUT["cpu"]).resolve()
 
 
-def _unknown_parameters(namespace: dict, known) -> list[tuple[str, str]]:
-    "Values in a notebook's `namespace` that no profile sets: what papermill injects for a misspelt `-p`/`-y` key."
-    values = (str, int, float, bool, list, dict, type(None))  # a parameter's types; imports and functions are not values
-    return [(k, f"not a parameter of the experiment notebooks{suggest(k, known)}") for k, v in namespace.items()
-            if isinstance(v, values) and k == k.lower() and not k.startswith("_") and k not in known]  # constants are upper case
-
-
 def check_parameters(namespace: dict):
     """What every experiment notebook calls first, with its `globals()`: `ConfigError` (a ValueError) naming each bad
-    or unknown parameter; and a refusal to write results other than the cpu profile's over the committed figures."""
+    or unknown parameter (those it does not declare take its profile's values); and a refusal to write results other
+    than the cpu profile's over the committed figures."""
+    values = (str, int, float, bool, list, dict, type(None))  # a parameter's types; imports and functions are not values
+    given = {k: v for k, v in namespace.items()
+             if isinstance(v, values) and k == k.lower() and not k.startswith("_")}  # constants are upper case
+    profile = given.get("profile") if given.get("profile") in list(PROFILES) else "cpu"
+    ExperimentParameters.from_dict({**PROFILES[profile], **given})
     cpu = dict(PROFILES["cpu"], profile="cpu")
-    params = {k: namespace[k] for k in ("out_dir", *cpu) if k in namespace}
-    problems = _unknown_parameters(namespace, ["out_dir", *cpu]) + parameter_problems(params)
-    differ = [k for k in cpu if k in params and params[k] != cpu[k]]
-    if not problems and differ and Path(params.get("out_dir", ".")).resolve() == committed_figures():
-        problems.append(("out_dir", f"{params['out_dir']!r} is the committed figures folder, {committed_figures()}, and "
-                                    f"{', '.join(differ)} differ from the cpu profile's, so other results would overwrite "
-                                    "the committed ones. Give another folder (papermill ... -p out_dir ../../runs/NAME), "
-                                    "or replace the committed figures on purpose with posenc-reproduce --replace"))
-    if problems:
-        raise ConfigError(problems)
+    differ = [k for k in cpu if k in given and given[k] != cpu[k]]
+    if differ and Path(given.get("out_dir", ".")).resolve() == committed_figures():
+        raise ConfigError([("out_dir", f"{given['out_dir']!r} is the committed figures folder, {committed_figures()}, and "
+                                       f"{', '.join(differ)} differ from the cpu profile's, so other results would overwrite "
+                                       "the committed ones. Give another folder (papermill ... -p out_dir ../../runs/NAME), "
+                                       "or replace the committed figures on purpose with posenc-reproduce --replace")])
 
 # %% ../nbs/05b_profiles.ipynb #bb1466c6
 def check_overrides(overrides: dict, profile: str = "cpu"):
@@ -270,13 +296,11 @@ def check_overrides(overrides: dict, profile: str = "cpu"):
 def profile_parameters(profile: str, overrides: dict | None = None) -> dict:
     """The parameters of `profile` with `overrides` on top (a dotted key replaces one entry of a mapping), checked: an
     unknown profile or key, or a bad value, raises."""
-    if profile not in PROFILES:
-        raise ValueError(f"Unknown profile {profile!r}; choose one of {sorted(PROFILES)}.")
+    check_value("profile", choice_problem(profile, PROFILES))
     check_overrides(overrides or {}, profile)
     params = dict(PROFILES[profile], profile=profile)
     for key, value in (overrides or {}).items():
         name, _, entry = key.partition(".")
         params[name] = {**params[name], entry: value} if entry else value
-    if problems := parameter_problems(params):
-        raise ConfigError(problems)
+    ExperimentParameters.from_dict(params)
     return params

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import read_claims
-from .evaluate import WORD_ORDER_LOSSES
+from .order import WORD_ORDER_LOSSES
 from .paper import paper_table
 from .plots import encoding_label
 from .profiles import committed_figures

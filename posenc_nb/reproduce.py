@@ -26,11 +26,12 @@ from .config import ConfigError, parse_overrides
 from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
-from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command
+from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command, unwritable
 
 # %% auto #0
-__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'notebook_parameters', 'declared_defaults',
-           'parameters_source', 'write_parameters', 'ReproductionError', 'run_notebook', 'reproduce', 'dry_run', 'main']
+__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',
+           'declared_defaults', 'parameters_source', 'write_parameters', 'ReproductionError', 'run_notebook',
+           'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -59,8 +60,19 @@ def select_notebooks(notebooks: list[Path], only=None) -> list[Path]:
     return [p for p in notebooks if p in chosen]
 
 # %% ../nbs/14_reproduce.ipynb #7fe54844
+def read_notebook(path: Path, remedy: str):
+    "The notebook at `path`, or a `RuntimeError` that names it, says what is wrong with it and what to do (`remedy`)."
+    try:
+        return nbformat.read(path, as_version=4)
+    except (ValueError, AttributeError, nbformat.ValidationError) as e:  # not UTF-8, not JSON, JSON but not a notebook
+        raise RuntimeError(f"{path} is not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
+                           f"{remedy}") from None
+
+
 def notebook_parameters(notebook: Path, params: dict) -> dict:
     "The values of `params` for the parameters `notebook` declares; an error names any the profile does not set."
+    read_notebook(notebook, f"restore it (in a checkout: `git checkout -- {notebook}`) or move it out of the experiments "
+                            "folder, then rerun")
     declared = pm.inspect_notebook(str(notebook))
     if not declared:
         raise ValueError(f"{Path(notebook).name} has no cell tagged 'parameters'; tag the cell that sets its parameters.")
@@ -134,14 +146,16 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
         pm.execute_notebook(str(notebook), str(output), parameters=parameters, cwd=str(notebook.parent),
                             progress_bar=False, kernel_name="python3",
                             kernel_manager_class=_IPCKernelManager, extra_arguments=_KERNEL_QUIET)
-    except PapermillExecutionError as e:
+    except PapermillExecutionError as e:  # the executed copy is whole, with the traceback
+        with contextlib.suppress(OSError, ValueError):  # tidying it is secondary: the cell's error is the one to report
+            _without_paths(output)
         number, first_line = _failing_cell(notebook, e.source), next((l for l in e.source.splitlines() if l.strip()), "")
         raise ReproductionError(f"{notebook.stem} failed at cell {number or '?'} (`{first_line.strip()}`): {e.ename}: "
                                 f"{e.evalue}\nThe executed notebook, with the full traceback, is {output}",
                                 notebook.stem, number) from None
-    finally:
-        if output.exists():
-            _without_paths(output)
+    # Only a whole copy is tidied: after any other error (a full disk cutting it short) reading it back would replace
+    # the error that stopped the run with one about the cut file
+    _without_paths(output)
     return output
 
 # %% ../nbs/14_reproduce.ipynb #6bae7da4
@@ -152,6 +166,9 @@ def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tup
     out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
     if blocker := file_in_the_way(out_dir):
         raise ConfigError([("out", f"{blocker} is a file; give a folder for the figures and tables, e.g. --out runs/NAME")])
+    if reason := unwritable(out_dir):  # checked before the folder is made: a refused path leaves nothing behind
+        raise ConfigError([("out", f"{out_dir} cannot hold the figures and tables: {reason}; give a folder you can write "
+                                   "to, e.g. --out runs/NAME")])
     if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
         changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
         raise ConfigError([("out", f"{out_dir} holds the committed figures of the cpu profile, which {changed} would "

@@ -17,9 +17,9 @@ import torch
 from .checkpoint import Run
 from .config import TrainConfig
 from .checks import check_context_lengths
-from .evaluate import model_encoding, perplexity_by_length
+from .evaluate import perplexity_by_length
 from .tokens import load_tokens, tokens_of
-from .workers import map_side_by_side
+from .workers import map_side_by_side, run_identity
 
 # %% auto #0
 __all__ = ['SCORES_FILE', 'corpus_tokens', 'unigram_loss', 'assert_below_unigram', 'final_val_loss', 'training_tokens',
@@ -137,9 +137,10 @@ def _append(path: Path, lines: list[str]):
 
 # %% ../nbs/12b_scores.ipynb #d38686aa
 def run_perplexity(run: Run, context_lengths, protocol: str = "nonoverlapping", stride: int | None = None,
-                   max_tokens: int | None = None, encoding: str | None = None, cached_only: bool = False) -> pd.DataFrame | None:
-    """`perplexity_by_length` of `run` on its corpus's validation split. Each length is scored once: the rows go to the run
-    folder's `scores.jsonl` and later calls read them back. With `cached_only`, None unless every length is there."""
+                   max_tokens: int | None = None, cached_only: bool = False) -> pd.DataFrame | None:
+    """`perplexity_by_length` of `run` on its corpus's validation split, with `run_identity(run)` in its columns. Each
+    length is scored once: the rows go to the run folder's `scores.jsonl` and later calls read them back. With
+    `cached_only`, None unless every length is there."""
     context_lengths = check_context_lengths(context_lengths)
     tokens = validation_baseline(run.config)[0]
     key, path = score_key(run.model, tokens, protocol, stride, max_tokens), run.out_dir / SCORES_FILE
@@ -148,11 +149,11 @@ def run_perplexity(run: Run, context_lengths, protocol: str = "nonoverlapping", 
     if missing and cached_only:
         return None
     if missing:
-        scored = perplexity_by_length(run.model, tokens, missing, protocol, stride, max_tokens, encoding=encoding)
+        scored = perplexity_by_length(run.model, tokens, missing, protocol, stride, max_tokens)
         scores.update({n: scored[scored.context_length == n].to_dict("records") for n in missing})
         _append(path, [_score_line(key, n, scores[n]) for n in missing])
     rows = [row for length in context_lengths for row in scores[length]]
-    return pd.DataFrame(rows).assign(encoding=model_encoding(run.model, encoding))
+    return pd.DataFrame(rows).assign(**run_identity(run))
 
 
 def runs_perplexity(calls: list[dict], jobs: int = 1) -> list[pd.DataFrame]:

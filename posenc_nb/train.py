@@ -21,12 +21,12 @@ from tqdm.auto import tqdm
 
 from .checkpoint import (Run, check_run_folder, check_same_config, load_run, read_meta, remove_unreferenced, run_dir,
                                   save_checkpoint)
-from .config import TRAIN_PRESETS, TrainConfig, load_config, parse_overrides
+from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .learner import Learner, Processes, lr_at
 from .metrics import truncate_metrics
 from .model import position_token_ratio
 from .model_cache import unload_model
-from .utils import EXIT_STATUS, file_lock, run_command
+from .utils import EXIT_STATUS, file_lock, run_command, unwritable
 
 # %% auto #0
 __all__ = ['prepare_run_folder', 'event_writer', 'append_metrics', 'RunLog', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted',
@@ -171,8 +171,13 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
           verbose: bool | None = None) -> Run:
     """Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a finished
     one (and say so, if `verbose`: by default with `progress`). The `Run` comes back on the device it trained on."""
-    out_dir = Path(out_dir if out_dir is not None else run_dir(cfg)).resolve()  # one lock per folder, whatever its name
+    chosen, out_dir = out_dir is not None, Path(out_dir if out_dir is not None else run_dir(cfg)).resolve()  # one lock per folder
     check_run_folder(out_dir)
+    if reason := unwritable(out_dir):  # before the lock file and the folder: a refused path leaves nothing behind
+        if chosen:
+            raise ConfigError([("out", f"{out_dir} cannot hold a run: {reason}; give a folder you can write to, e.g. --out runs/NAME")])
+        raise ValueError(f"the run folder {out_dir} cannot be made: {reason}; set POSENC_RUNS_DIR to a folder you can write "
+                         "to (or unset it), then rerun")
     is_main = int(os.environ.get("RANK", 0)) == 0
     say = print if is_main and (progress if verbose is None else verbose) else lambda message: None
     # Notebooks run side by side (nbdev_test, papermill) may ask for the same run: one trains it, the others reuse it.

@@ -15,7 +15,9 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +27,9 @@ import posenc_nb
 
 # %% auto #0
 __all__ = ['REPO_ROOT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256',
-           'atomic_write', 'write_json', 'positive_int', 'file_in_the_way', 'closest', 'suggest', 'model_device',
-           'frozen', 'disk_full', 'debugging', 'run_command']
+           'atomic_write', 'write_json', 'file_in_the_way', 'closest', 'suggest', 'unwritable', 'positive_int_problem',
+           'non_negative_problem', 'fraction_problem', 'choice_problem', 'each_entry', 'or_null', 'check_value',
+           'positive_int', 'model_device', 'frozen', 'disk_full', 'debugging', 'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -42,19 +45,37 @@ def project_dir(env: str, in_repo: str, cached: str) -> Path:
         return REPO_ROOT / in_repo
     return Path.home() / ".cache" / "posenc_nb" / cached
 
-# %% ../nbs/02_utils.ipynb #fa85cd5c
+# %% ../nbs/02_utils.ipynb #97151cea
 @contextlib.contextmanager
 def file_lock(path: Path):
-    "Hold a lock beside `path`, so that processes sharing the data folder build it once rather than concurrently."
+    """Hold a lock beside `path`, so that processes sharing a folder build it once rather than concurrently. A process
+    that has to wait says so once, on stderr (`_waiting_message`), then waits."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
     if lock.is_dir():
         raise RuntimeError(f"{lock} is a folder where a lock file belongs; move it away (nothing else is in use), then rerun")
-    with open(lock, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    with open(lock, "a+") as handle:  # "a+", not "w": opening must not erase the holder's process id
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(_waiting_message(path, lock), file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        handle.truncate(0)
+        handle.write(str(os.getpid()))  # for the next process to name
+        handle.flush()
         yield
 
 
+def _waiting_message(path: Path, lock: Path) -> str:
+    "What a process waiting on `lock` says: which process holds `path` and since when, and how to end the wait."
+    pid = lock.read_text().strip()
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(lock.stat().st_mtime))
+    holder, pid = (f"process {pid}", pid) if pid else (f"another process (`fuser {lock}` names it)", "PID")
+    return (f"{path} is held by {holder} since {since}; waiting until it is done. If that process is stopped (Ctrl-Z), "
+            f"`kill -CONT {pid}` lets it go on; `kill {pid}` ends it (a stopped one after `kill -CONT {pid}`), and this one "
+            "then goes on.")
+
+# %% ../nbs/02_utils.ipynb #fa85cd5c
 def sha256_file(path: Path) -> str:
     "Hex sha256 of a file, read in 1 MiB blocks."
     digest = hashlib.sha256()
@@ -87,13 +108,6 @@ def write_json(path: Path, obj):
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(obj, indent=1)))
 
 # %% ../nbs/02_utils.ipynb #11c167aa
-def positive_int(value, name: str) -> int:
-    "`value` as an int, or ValueError naming `name` unless it is a positive integer."
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def file_in_the_way(path: Path) -> Path | None:
     "The file at `path`, or on the way to it, that stops a folder being made there; None when there is none."
     return next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
@@ -108,6 +122,78 @@ def closest(word: str, choices) -> str | None:
 def suggest(word: str, choices) -> str:
     "' (did you mean X?)' for the closest of `choices`, or ''."
     return f" (did you mean {near!r}?)" if (near := closest(word, choices)) else ""
+
+# %% ../nbs/02_utils.ipynb #ea89269d
+def unwritable(path: Path) -> str | None:
+    """Why nothing can be written at `path` (a file, or a folder to be made), or None: a name that is not UTF-8 (which
+    the records written there cannot hold), a file on the way, or the OS's refusal in the nearest folder that exists,
+    tried with a nameless file that vanishes at once, so nothing is left behind."""
+    path = Path(path)
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return f"its name has a byte that is not UTF-8 ({os.fsencode(path)!r}), which the records written there cannot hold"
+    if blocker := file_in_the_way(path.parent):
+        return f"{blocker} is a file"
+    folder = next(p for p in (path, *path.parents) if p.is_dir())
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as e:
+        return f"{folder} takes no new files (the OS says: {e.strerror})"
+    return None
+
+# %% ../nbs/02_utils.ipynb #dd1a6d28
+def positive_int_problem(value) -> str | None:
+    "What is wrong with `value` as a count or a length (a positive integer); None when nothing is."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        return f"must be a positive integer, got {value!r}"
+
+
+def non_negative_problem(value) -> str | None:
+    "What is wrong with the number `value` as one that may be 0 but not less (a seed, a weight decay); None when nothing is."
+    if not value >= 0:
+        return f"must be >= 0, got {value!r}"
+
+
+def fraction_problem(value) -> str | None:
+    "What is wrong with `value` as a fraction in [0, 1) (a dropout, an Adam beta); None when nothing is."
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        return f"must lie in [0, 1), got {value!r}"
+
+
+def choice_problem(value, choices) -> str | None:
+    "What is wrong with `value` as one of `choices`, with the choice it most resembles; None when nothing is."
+    if value not in list(choices):
+        return f"must be one of {', '.join(map(str, choices))}, got {value!r}{suggest(value, choices)}"
+
+# %% ../nbs/02_utils.ipynb #8bc2d3ea
+def each_entry(rule):
+    "The rule that a list holds something and each entry keeps `rule`."
+    def problem(values) -> str | None:
+        if not values:
+            return f"must not be empty, got {values!r}"
+        return next((f"each entry {p}" for v in values if (p := rule(v))), None)
+    return problem
+
+
+def or_null(rule, meaning: str):
+    "The rule that a value is null (which means `meaning`) or keeps `rule`."
+    def problem(value) -> str | None:
+        if value is not None and (p := rule(value)):
+            return f"{p} (or null: {meaning})"
+    return problem
+
+
+def check_value(name: str, problem: str | None):
+    "Raise ValueError saying `name` and its `problem`, when there is one."
+    if problem:
+        raise ValueError(f"{name} {problem}")
+
+
+def positive_int(value, name: str) -> int:
+    "`value` as an int, or ValueError naming `name` unless it is a positive integer."
+    check_value(name, positive_int_problem(value))
+    return int(value)
 
 # %% ../nbs/02_utils.ipynb #0adc291a
 def model_device(model) -> torch.device:

@@ -14,6 +14,7 @@ from pathlib import Path
 from unittest import mock
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .checkpoint import Run, read_meta, run_dir
@@ -22,7 +23,8 @@ from .train import train
 from .utils import positive_int
 
 # %% auto #0
-__all__ = ['WorkerError', 'TrainingJobError', 'map_side_by_side', 'call_on_model', 'train_runs', 'time_side_by_side']
+__all__ = ['WorkerError', 'TrainingJobError', 'map_side_by_side', 'run_identity', 'call_on_model', 'train_runs',
+           'time_side_by_side']
 
 # %% ../nbs/12a_workers.ipynb #151564b8
 class WorkerError(RuntimeError):
@@ -86,10 +88,16 @@ def map_side_by_side(fn, calls: list[dict], jobs: int = 1) -> list:
     return [results[i] for i in range(len(calls))]
 
 
-def call_on_model(fn, run: Run, **kwargs):
-    """`fn(run.model, **kwargs)`. Calls of `map_side_by_side` that pass runs through it, not models, hold no model: each
-    is loaded where it is used (a worker loads its own) and freed when the next one is."""
-    return fn(run.model, **kwargs)
+def run_identity(run: Run) -> dict:
+    "Whose a result is: `run`'s `encoding`, `seed` and `run` (its folder's name), the columns a table of it carries."
+    return dict(encoding=run.config.pos_encoding, seed=run.config.seed, run=run.name)
+
+
+def call_on_model(fn, run: Run, **kwargs) -> pd.DataFrame:
+    """`fn(run.model, **kwargs)`, a table, with `run_identity(run)` in its columns. Calls of `map_side_by_side` that pass
+    runs through it, not models, hold no model: each is loaded where it is used (a worker loads its own) and freed
+    when the next one is."""
+    return fn(run.model, **kwargs).assign(**run_identity(run))
 
 # %% ../nbs/12a_workers.ipynb #c37a6237
 def train_runs(configs, jobs: int = 1) -> list[Run]:

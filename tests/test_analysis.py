@@ -1,5 +1,5 @@
-"""Bad input to the analysis modules (evaluate, probe, attention, plots; their checks in posenc_nb.checks): each gets a
-ValueError carrying the facts at fault.
+"""Bad input to the analysis modules (evaluate, order, probe, attention, plots; their checks in posenc_nb.checks): each
+gets a ValueError carrying the facts at fault.
 
 Errors are checked by type and by the facts their message must carry (the offending value, the argument, the limit),
 not by their wording. What a chapter's examples already check (nbs/09_evaluate .. nbs/11_attention, nbs/08_plots) is
@@ -19,7 +19,8 @@ import torch
 from posenc_nb.attention import attention_maps, permutation_gap, plot_attention_grid, shuffle_words
 from posenc_nb.encodings import ENCODINGS, PositionalEncoding
 from posenc_nb.tokens import train_tokenizer
-from posenc_nb.evaluate import context_use, loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
+from posenc_nb.evaluate import context_use, perplexity_by_length
+from posenc_nb.order import loss_by_position, masked_perplexity, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.plots import plot_by_encoding, savefig, new_figure
 from posenc_nb.probe import probe_layers, probe_predictions

@@ -17,7 +17,8 @@ from posenc_nb.attention import all_attention
 from posenc_nb.checkpoint import load_run
 from posenc_nb.config import TrainConfig
 from posenc_nb.counting import attention_entropy, attention_output
-from posenc_nb.evaluate import loss_by_position, masked_perplexity, perplexity_by_length, word_order_losses
+from posenc_nb.evaluate import perplexity_by_length
+from posenc_nb.order import loss_by_position, masked_perplexity, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import hidden_states
 from posenc_nb.train import Trainer

@@ -18,7 +18,8 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from posenc_nb.checkpoint import load_run
 from posenc_nb.config import ConfigError, TrainConfig
 from posenc_nb.corpora import corpus_summary, load_corpus
-from posenc_nb.evaluate import masked_perplexity, perplexity_by_length
+from posenc_nb.evaluate import perplexity_by_length
+from posenc_nb.order import masked_perplexity
 from posenc_nb.scores import run_perplexity
 from posenc_nb.special_tokens import EOS
 from posenc_nb.tokens import document_lengths, load_tokens, read_tokenizer, special_ids, tokens_path

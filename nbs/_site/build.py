@@ -10,6 +10,9 @@ from pathlib import Path
 
 import nbformat
 
+from posenc_nb.reproduce import read_notebook
+from posenc_nb.utils import run_command
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent
 STAGE, OUT = ROOT / "_proc" / "site", ROOT / "_docs"
@@ -36,6 +39,14 @@ DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell d
 FRONT_MATTER = re.compile(r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M)
 WIDGET = "application/vnd.jupyter.widget-view+json"
 NAVIGATION = "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"  # the reader's order: set-up, the paper, the code
+
+
+def notebook(path: Path):
+    """A notebook the site is built from: a chapter, or an executed copy (in `figures/notebooks/`). One that cannot be
+    read is named, with how to get it back."""
+    again = f"rerun `posenc-reproduce --only {path.stem}`" if path.parent.name == "notebooks" else "fix it"
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return read_notebook(path, f"{again}, or restore it (`git checkout -- {shown}`), then rerun make docs")
 
 
 def directives(cell) -> dict[str, str]:
@@ -95,7 +106,7 @@ def documented(source: str, module) -> list[tuple[object, str, int]]:
 def stage_chapter(src: Path, dst: Path):
     """A library chapter as nbdev's docs show it: hidden cells and directives gone, each exported cell folded away and
     followed by the API of what it defines (nbdev's show_doc, from the imported module: nothing is executed)."""
-    nb = nbformat.read(src, as_version=4)
+    nb = notebook(src)
     module, cells = None, []
     for cell in nb.cells:
         tidy_title(cell)
@@ -120,7 +131,7 @@ def stage_chapter(src: Path, dst: Path):
 
 def stage_experiment(src: Path, dst: Path):
     "An executed experiment notebook, as the runner kept it, less what a static page cannot show."
-    nb = nbformat.read(src, as_version=4)
+    nb = notebook(src)
     for cell in nb.cells:
         tidy_title(cell)
         if cell.cell_type == "markdown":  # a link to an executed copy, from its source's folder, is a link to a page
@@ -132,7 +143,7 @@ def stage_experiment(src: Path, dst: Path):
 
 def title_and_summary(path: Path) -> tuple[str, str]:
     "A notebook's `# title` and its `> summary` line."
-    first = next(c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown")
+    first = next(c.source for c in notebook(path).cells if c.cell_type == "markdown")
     title = re.search(r"^# (.+)$", first, re.M)
     summary = re.search(r"^> (.+)$", first, re.M)
     return (title[1] if title else path.stem), (summary[1] if summary else "")
@@ -172,18 +183,28 @@ def named_files(heading: str) -> list[str]:
     return [p.name for n in names for p in (sorted((ROOT / "figures").glob(n)) if "*" in n else [Path(n)])]
 
 
-def experiment_of(heading: str) -> Path:
-    "The executed experiment notebook that writes the files a results heading names (the one naming most of them)."
-    names = named_files(heading)
-    if direct := [p for p in EXPERIMENTS if p.name in names]:
+def writer_of(names: list[str], notebooks: list[Path]) -> Path | None:
+    "The notebook of `notebooks` named in `names`, or else the one whose cells name most of them; None if none names any."
+    if direct := [p for p in notebooks if p.name in names]:
         return direct[0]
-    texts = {p: "\n".join(c.source for c in nbformat.read(p, as_version=4).cells) for p in EXPERIMENTS}
+    texts = {p: "\n".join(c.source for c in notebook(p).cells) for p in notebooks}
     score = {p: sum(n in text for n in names) for p, text in texts.items()}
-    best = max(EXPERIMENTS, key=score.get, default=None)
-    if best is None or score[best] == 0:
-        raise ValueError(f"README results section {heading!r} names no file an experiment notebook in "
-                         "figures/notebooks/ writes: name its figure or CSV in the heading, in backticks")
-    return best
+    best = max(notebooks, key=score.get, default=None)
+    return best if best is not None and score[best] else None
+
+
+def experiment_of(heading: str) -> Path:
+    """The executed experiment notebook that writes the files a results heading names. One the runner has not executed
+    into figures/notebooks/ yet is named, with the command that does."""
+    names = named_files(heading)
+    if executed := writer_of(names, EXPERIMENTS):
+        return executed
+    if source := writer_of(names, sorted((ROOT / "nbs" / "experiments").glob("*.ipynb"))):
+        raise RuntimeError(f"figures/notebooks/{source.name} is missing: the README's results section {heading!r} quotes "
+                           f"what {source.relative_to(ROOT)} writes. Run `posenc-reproduce --only {source.stem}` to execute "
+                           "it there, then rerun make docs")
+    raise ValueError(f"README results section {heading!r} names no file an experiment notebook writes: name its figure "
+                     "or CSV in the heading, in backticks")
 
 
 def claim_section(heading: str, body: str) -> str:
@@ -244,21 +265,27 @@ def stale() -> bool:
     return not built.is_file() or max(p.stat().st_mtime for p in sources) > built.stat().st_mtime
 
 
-def main(argv=None) -> int:
-    "Stage the pages, build them, and put the site in `_docs/`; Sphinx's exit status."
+def build(argv=None):
+    "Stage the pages, build them, and put the site in `_docs/`."
     from sphinx.cmd.build import build_main
     start = time.perf_counter()
-    stage()
+    stage(STAGE)
     # Built beside the stage, then moved: MyST-NB writes its image files next to the build folder, not in it
     html = STAGE.parent / "html"
     shutil.rmtree(html, ignore_errors=True)
     status = build_main(["-b", "html", "-q", "-j", "auto", "-c", str(SITE), "-d", str(STAGE.parent / "doctrees"),
                          str(STAGE), str(html), *(argv or [])])
-    if status == 0:
-        shutil.rmtree(OUT, ignore_errors=True)
-        shutil.move(html, OUT)
-        print(f"site built in {time.perf_counter() - start:.0f} s: _docs/ (serve it with python -m http.server -d _docs)")
-    return status
+    if status:
+        raise RuntimeError(f"Sphinx could not build the site (exit status {status}): its messages are above")
+    shutil.rmtree(OUT, ignore_errors=True)
+    shutil.move(html, OUT)
+    print(f"site built in {time.perf_counter() - start:.0f} s: _docs/ (serve it with python -m http.server -d _docs)")
+
+
+def main(argv=None) -> int:
+    """`make docs`: build the site; its exit status (`posenc_nb.utils.EXIT_CODES`), a source it cannot use named in one
+    paragraph on stderr."""
+    return run_command("make docs", lambda: build(argv))
 
 
 if __name__ == "__main__":
