@@ -25,13 +25,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .encodings import ENCODINGS
+from .encodings import ENCODINGS, encoding_problem
 from .model import PRESETS, ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
 from .profiles import PROFILES
 from .batches import IGNORE, lm_batch
 from .train import Trainer
-from .utils import EXIT_STATUS, run_command, suggest, unwritable
+from .utils import (EXIT_STATUS, choice_problem, each_entry, explained, or_null, positive_int_problem, run_command,
+                             suggest, unwritable)
 
 # %% auto #0
 __all__ = ['PAPER_ENCODINGS', 'EVAL_LIMITS', 'SECTIONS', 'matmul_peak_flops', 'train_flops_per_token', 'bench_train',
@@ -319,21 +320,10 @@ def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> 
             "rounds taken in turns; peak = resident memory above the model, median of the rounds", markdown_table(evals), ""], eval_goals(evals)
 
 # %% ../nbs/15_bench.ipynb #b8d0f2a4
-def run_benchmark(
-    preset: str = "cpu-small",
-    batch_size: int = 32,
-    seq_len: int = 128,
-    steps: int = 15,
-    lengths=(128, 512, 2048, 8192),
-    repeats: int = 2,
-    encodings=tuple(ENCODINGS),
-    matmul_size: int | None = None,
-    sections=SECTIONS,
-    train_profile: str = "cpu",
-    rounds: int = 20,
-    compile_backend: str = "",
-    eval_rounds: int = 3,
-) -> str:
+def run_benchmark(preset: str = "cpu-small", batch_size: int = 32, seq_len: int = 128, steps: int = 15,
+                  lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS), matmul_size: int | None = None,
+                  sections=SECTIONS, train_profile: str = "cpu", rounds: int = 20, compile_backend: str = "",
+                  eval_rounds: int = 3) -> str:
     """The benchmark's `sections` (of `SECTIONS`) as a markdown report, ending with the goals they bear on; a
     `compile_backend` (e.g. "inductor") also times each training step compiled by `torch.compile` (off by default);
     `rounds` of the trainer's overhead, `eval_rounds` of the long-context passes."""
@@ -352,42 +342,22 @@ def run_benchmark(
     return "\n".join(header + lines + ["### Goals", *goals])
 
 # %% ../nbs/15_bench.ipynb #fc90899e
-_COUNTS = ("batch_size", "seq_len", "steps", "repeats", "rounds", "eval_rounds")  # each a positive integer
-
-
-def _positive_int(value) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value > 0
+_RULES = [  # (argument, its rule): every one checked before any work starts
+    *((k, positive_int_problem) for k in ("batch_size", "seq_len", "steps", "repeats", "rounds", "eval_rounds")),
+    ("matmul_size", or_null(positive_int_problem, "the device's default")),
+    ("lengths", explained(each_entry(positive_int_problem), "lengths in tokens, e.g. [128, 8192]")),
+    ("sections", each_entry(lambda section: choice_problem(section, SECTIONS))),
+    ("encodings", each_entry(encoding_problem)),
+    ("preset", lambda preset: choice_problem(preset, PRESETS)),
+    ("train_profile", lambda profile: choice_problem(profile, PROFILES)),
+    ("compile_backend", lambda backend: None if isinstance(backend, str) else
+     f"must be the name of a torch.compile backend, e.g. inductor (empty: not compiled), got {backend!r}"),
+]
 
 
 def _argument_problems(arguments: dict) -> list[tuple[str, str]]:
     "`(key, problem)` for each of `run_benchmark`'s `arguments` it cannot run on: every one found before any work starts."
-    problems = [(k, f"must be a positive integer, got {arguments[k]!r}") for k in _COUNTS if not _positive_int(arguments[k])]
-    if (size := arguments["matmul_size"]) is not None and not _positive_int(size):
-        problems.append(("matmul_size", f"must be a positive integer (or null, the device's default), got {size!r}"))
-    lengths = arguments["lengths"]
-    if not isinstance(lengths, (list, tuple)) or not lengths or not all(map(_positive_int, lengths)):
-        problems.append(("lengths", f"must be a list of positive integers (tokens), e.g. [128, 8192]; got {lengths!r}"))
-    for key, known in [("sections", SECTIONS), ("encodings", tuple(ENCODINGS)), ("preset", tuple(PRESETS)),
-                       ("train_profile", tuple(PROFILES))]:
-        values = [arguments[key]] if key in ("preset", "train_profile") else arguments[key]
-        if not isinstance(values, (list, tuple)) or not values:
-            problems.append((key, f"must be a list of one or more of {', '.join(known)}; got {values!r}"))
-        elif unknown := [v for v in values if v not in known]:
-            problems.append((key, f"unknown {', '.join(map(repr, unknown))}{suggest(unknown[0], known)}; "
-                                  f"choose from {', '.join(known)}"))
-    return problems
-
-# %% ../nbs/15_bench.ipynb #51759d21
-def _kind_problems(overrides: dict, keys) -> list[tuple[str, str]]:
-    "`(key, problem)` for each value of `overrides` of another kind than its default in `keys` (a signature's parameters)."
-    def same_kind(value, default):
-        if default is None or isinstance(default, bool):
-            return default is None or isinstance(value, bool)
-        if isinstance(default, (int, float)):
-            return isinstance(value, (int, float)) and not isinstance(value, bool)
-        return isinstance(value, (list, tuple)) if isinstance(default, (list, tuple)) else isinstance(value, type(default))
-    return [(k, f"{v!r} is not of the kind of its default, {keys[k].default!r}") for k, v in overrides.items()
-            if k in keys and not same_kind(v, keys[k].default)]
+    return [(key, problem) for key, rule in _RULES if (problem := rule(arguments[key]))]
 
 # %% ../nbs/15_bench.ipynb #c9e1a3b5
 def main(argv=None):
@@ -405,9 +375,8 @@ def main(argv=None):
     def body():  # every argument checked before any work (run_benchmark checks the values of its own)
         overrides, out = parse_overrides(args.overrides), Path(args.out) if args.out is not None else None
         problems = [(k, f"not a benchmark argument{suggest(k, keys)}") for k in overrides if k not in keys]
-        problems += _kind_problems(overrides, keys)
-        if args.threads is not None and not _positive_int(args.threads):
-            problems.append(("--threads", f"must be a positive integer, got {args.threads}"))
+        if args.threads is not None and (problem := positive_int_problem(args.threads)):
+            problems.append(("--threads", problem))
         if out is not None and (reason := "it is a folder" if out.is_dir() else unwritable(out)):
             problems.append(("--out", f"{out} cannot be written: {reason}; give a file you can write to, e.g. --out bench.md"))
         if problems:

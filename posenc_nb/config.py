@@ -20,7 +20,7 @@ from .encodings import encoding_problem
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
 from .special_tokens import MIN_VOCAB_SIZE
-from .utils import (choice_problem, closest, each_entry, fraction_problem, non_negative_problem, or_null,
+from .utils import (choice_problem, closest, each_entry, explained, fraction_problem, non_negative_problem, or_null,
                              positive_int_problem)
 
 # %% auto #0
@@ -73,9 +73,9 @@ def _describe(hint) -> str:
 def _typed(value, hint):
     "`value` as the type `hint` (an int where a float is asked, a list where a tuple is); TypeError otherwise."
     args, origin = typing.get_args(hint), typing.get_origin(hint)
-    if type(None) in args:
-        return None if value is None else _typed(value, next(a for a in args if a is not type(None)))
     try:
+        if type(None) in args:
+            return None if value is None else _typed(value, next(a for a in args if a is not type(None)))
         if origin is tuple and isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_typed(v, a) for v, a in zip(value, args))
         if origin is list and isinstance(value, list):
@@ -83,7 +83,7 @@ def _typed(value, hint):
         if origin is dict and isinstance(value, dict):
             return {k: _typed(v, args[1]) for k, v in value.items()}
     except TypeError:
-        pass  # an entry of the wrong type: the value is reported whole
+        pass  # the value, or an entry of it, of another type: reported whole, with the whole type asked
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
             return float(value)
@@ -162,7 +162,8 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
     (("warmup_steps", "max_steps"), lambda w, m: None if 0 <= w <= m else f"must lie in [0, max_steps={m}], got {w}"),
     (("lr",), lambda v: None if v > 0 else f"must be positive, got {v}"),
     (("min_lr", "lr"), lambda m, lr: None if 0 <= m <= lr else f"{m} must lie in [0, lr={lr}]"),
-    *(((k,), non_negative_problem) for k in ("weight_decay", "grad_clip", "seed")),
+    *(((k,), non_negative_problem) for k in ("weight_decay", "seed")),
+    (("grad_clip",), explained(non_negative_problem, "0: off")),
     (("betas",), each_entry(fraction_problem)),
     (("dropout",), fraction_problem),
     (("mask_prob",), lambda v: None if 0 < v < 1 else f"must lie in (0, 1), got {v}"),

@@ -20,9 +20,9 @@ from .plots import add_caption, new_figure, plot_by_encoding, style_axes
 from .utils import frozen, model_device, positive_int
 
 # %% auto #0
-__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'loss_unit', 'rows_per_batch', 'window_batches', 'window_nll',
-           'perplexity_by_length', 'plot_perplexity', 'context_use_ends', 'context_windows', 'context_use',
-           'plot_context_use']
+__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'token_unit', 'loss_unit', 'rows_per_batch', 'window_batches',
+           'window_nll', 'perplexity_by_length', 'plot_perplexity', 'context_use_ends', 'context_windows',
+           'context_use', 'plot_context_use']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -34,9 +34,14 @@ def model_encoding(model, encoding: str | None = None) -> str:
     return encoding or model.config.pos_encoding
 
 
+def token_unit(vocab_size: int) -> str:
+    "What a token is: a byte on the byte vocabulary (`MIN_VOCAB_SIZE`: 256 bytes + the special tokens), else a token."
+    return "byte" if vocab_size == MIN_VOCAB_SIZE else "token"
+
+
 def loss_unit(vocab_size: int) -> str:
-    "What a loss is per: a byte on the byte vocabulary (`MIN_VOCAB_SIZE`: 256 bytes + the special tokens), else a token."
-    return "nats a byte" if vocab_size == MIN_VOCAB_SIZE else "nats a token"
+    "What a loss is per, in words: nats a byte or nats a token."
+    return f"nats a {token_unit(vocab_size)}"
 
 
 def rows_per_batch(model, length: int, batch_size: int) -> int:

@@ -72,7 +72,8 @@ def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int = 1)
         rows.append({"variant": name, **variants[name], "seq_len": run.config.seq_len, "encoding": enc, "seed": seed,
                      "perplexity": float(ppl.perplexity.iloc[0]), "val_loss": final_val_loss(run),
                      "unigram_loss": validation_baseline(run.config)[1],
-                     "n_params": model_parameters(run.config), "train_tokens": training_tokens(run), "run": run.name})
+                     "n_params": model_parameters(run.config), "train_tokens": training_tokens(run),
+                     "vocab_size": run.config.vocab_size, "run": run.name})
     return pd.DataFrame(rows)
 
 # %% ../nbs/13_experiments.ipynb #071090ed
@@ -174,7 +175,7 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
     """The positive arm's two measurements on `run`, a model with a table of positions: its loss at the training length
     (nats a token) on the first `max_tokens` validation tokens, intact and under each of `permutations` random orders of
     the table's rows (`permutation_costs`: the rise); and an MLP probe's posterior-median error on its last layer
-    (`probe_median_mad`), beside the middle guess's."""
+    (`probe_median_mad`), beside the middle guess's, trained on `probe_sequences` windows or as many as a small corpus holds."""
     cfg, model = run.config, run.model  # held: one load for every scoring
     tokens, length = validation_baseline(cfg)[0], cfg.seq_len
 
@@ -187,8 +188,10 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
         with permuted_positions(model, seed):  # a model without a table fails here, before anything is scored
             permuted.append(loss()[0])
     intact, scored = loss()
-    probe = probe_layers(model, tokens_of(cfg, "train"), tokens, length, layers=[cfg.model_config().n_layer], kinds=["mlp"],
-                         n_train=probe_sequences, epochs=probe_epochs, seed=cfg.seed).iloc[0]
+    train, n_select = tokens_of(cfg, "train"), 256
+    n_train = min(probe_sequences, len(train) // length - n_select)  # a small corpus: the windows it holds, no more
+    probe = probe_layers(model, train, tokens, length, layers=[cfg.model_config().n_layer], kinds=["mlp"],
+                         n_train=n_train, n_select=n_select, epochs=probe_epochs, seed=cfg.seed).iloc[0]
     return dict(seq_len=length, tokens_scored=scored, loss_intact=intact, loss_permuted=permuted,
                 permutation_costs=[p - intact for p in permuted], probe_layer=int(probe.layer),
                 probe_median_mad=float(probe.median_mad), middle_mad=float(probe.middle_mad))

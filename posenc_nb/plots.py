@@ -19,7 +19,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from .checkpoint import Run, load_run
 from .encodings import ENCODINGS, encoding_problem
-from .utils import check_value
+from .utils import check_value, each_entry
 
 # %% auto #0
 __all__ = ['PANEL_SIZE', 'LINE_STYLES', 'SEED_MARKERS', 'encoding_color', 'encoding_label', 'format_count', 'caption',
@@ -150,8 +150,7 @@ def plot_by_encoding(ax, df: pd.DataFrame, x: str, y: str, hue: str = "encoding"
         raise ValueError(f"DataFrame has no column(s) {sorted(missing)}; it has {list(df.columns)}")
     if df.empty:
         raise ValueError("nothing to plot: the DataFrame is empty")
-    for name in dict.fromkeys(df[hue]):
-        check_value(f"each {hue!r} in the DataFrame", encoding_problem(name))
+    check_value(f"the DataFrame's {hue!r} column:", each_entry(encoding_problem)(list(dict.fromkeys(df[hue]))))
     stats = df.groupby(keys + [x], sort=True, dropna=False)[y].agg(["mean", "min", "max", "count"]).reset_index()
     variants = list(dict.fromkeys(df[style])) if style else [None]
     for name in [n for n in ENCODINGS if n in set(stats[hue])]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import read_claims
+from .evaluate import token_unit
 from .order import WORD_ORDER_LOSSES
 from .paper import paper_table
 from .plots import encoding_label
@@ -47,7 +48,11 @@ def read_table(figures: Path, name: str, columns: list[str]) -> pd.DataFrame:
     path = Path(figures) / name
     if not path.is_file():
         raise StaleTable(f"`{name}` is not there yet: the `posenc-reproduce` run that writes it fills this block")
-    df = pd.read_csv(path)
+    try:
+        df = pd.read_csv(path)
+    except ValueError as e:  # pandas' ParserError and EmptyDataError, a file that is not UTF-8
+        raise StaleTable(f"`{name}` cannot be read ({type(e).__name__}: {str(e).splitlines()[0]}): the next "
+                         "`posenc-reproduce` run rewrites it") from None
     if missing := [c for c in columns if c not in df.columns]:
         raise StaleTable(f"`{name}` was written before this table read {', '.join(missing)}: the next `posenc-reproduce` "
                          "run rewrites it")
@@ -92,17 +97,18 @@ PAPER_TABLES = {"table1_corpora": "table1", "table2_model_sizes": "table2", "tab
 
 
 def _setting_name(df: pd.DataFrame, column: str, setting) -> str:
-    "A row name of a one-seed table; a model size also says its parameters and training tokens."
+    "A row name of a one-seed table; a model size also says its parameters and training tokens (bytes on bytes)."
     if column != "variant":
         return str(setting)
     row = df[df.variant == setting].iloc[0]
-    return f"{setting} ({row.n_params / 1e6:.2f}M parameters, {row.train_tokens / 1e3:.0f}k tokens)"
+    return f"{setting} ({row.n_params / 1e6:.2f}M parameters, {row.train_tokens / 1e3:.0f}k {token_unit(row.vocab_size)}s)"
 
 
 def settings_table(name: str, column: str):
     "The table of `name`.csv (one seed): mean perplexity per setting of `column` and encoding, the paper's rows below."
     def table(figures: Path) -> str:
-        df = read_table(figures, f"{name}.csv", [column, "encoding", "perplexity", "n_params", "train_tokens"])
+        sizes = ["n_params", "train_tokens", "vocab_size"] if column == "variant" else []  # what a size's row name says
+        df = read_table(figures, f"{name}.csv", [column, "encoding", "perplexity", *sizes])
         ours = df.groupby([column, "encoding"], sort=False).perplexity.mean().unstack().round(1)
         ours.index = [_setting_name(df, column, setting) for setting in ours.index]
         paper = paper_table(PAPER_TABLES[name]).T[ours.columns]

@@ -12,6 +12,7 @@ import fcntl
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,10 +118,16 @@ def _failing_cell(notebook: Path, source: str) -> int | None:
 
 # %% ../nbs/14_reproduce.ipynb #32457969
 class _IPCKernelManager(AsyncKernelManager):
-    "A kernel on local IPC sockets: no network ports, and no 'running over TCP' warning in every progress log."
+    """A kernel on local IPC sockets in a scratch folder of its own: no network ports, no 'running over TCP' warning in
+    every progress log, and no socket file in the notebooks' folder however the run ends (a kill -9 leaves them in /tmp)."""
 
     def __init__(self, **kwargs):
         super().__init__(transport="ipc", **kwargs)
+        self.ip = str(Path(tempfile.mkdtemp(prefix="posenc-kernel-")) / "ipc")  # the sockets' path prefix
+
+    def cleanup_ipc_files(self):
+        super().cleanup_ipc_files()
+        shutil.rmtree(Path(self.ip).parent, ignore_errors=True)
 
 
 def _without_paths(output: Path):

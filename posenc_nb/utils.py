@@ -26,10 +26,11 @@ import torch
 import posenc_nb
 
 # %% auto #0
-__all__ = ['REPO_ROOT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256',
-           'atomic_write', 'write_json', 'file_in_the_way', 'closest', 'suggest', 'unwritable', 'positive_int_problem',
-           'non_negative_problem', 'fraction_problem', 'choice_problem', 'each_entry', 'or_null', 'check_value',
-           'positive_int', 'model_device', 'frozen', 'disk_full', 'debugging', 'run_command']
+__all__ = ['REPO_ROOT', 'QUIET_WAIT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file',
+           'check_sha256', 'atomic_write', 'write_json', 'file_in_the_way', 'closest', 'suggest', 'unwritable',
+           'positive_int_problem', 'non_negative_problem', 'fraction_problem', 'choice_problem', 'each_entry',
+           'explained', 'or_null', 'check_value', 'positive_int', 'model_device', 'frozen', 'disk_full', 'debugging',
+           'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -46,24 +47,38 @@ def project_dir(env: str, in_repo: str, cached: str) -> Path:
     return Path.home() / ".cache" / "posenc_nb" / cached
 
 # %% ../nbs/02_utils.ipynb #97151cea
+QUIET_WAIT = 5.0  # seconds a process waits on a lock before it says so: processes taking turns on a cache rarely wait longer
+
+
 @contextlib.contextmanager
 def file_lock(path: Path):
     """Hold a lock beside `path`, so that processes sharing a folder build it once rather than concurrently. A process
-    that has to wait says so once, on stderr (`_waiting_message`), then waits."""
+    that waits longer than `QUIET_WAIT` says so once, on stderr (`_waiting_message`), then waits on."""
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
     if lock.is_dir():
         raise RuntimeError(f"{lock} is a folder where a lock file belongs; move it away (nothing else is in use), then rerun")
     with open(lock, "a+") as handle:  # "a+", not "w": opening must not erase the holder's process id
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _locked_within(handle, QUIET_WAIT):
             print(_waiting_message(path, lock), file=sys.stderr, flush=True)
             fcntl.flock(handle, fcntl.LOCK_EX)
         handle.truncate(0)
         handle.write(str(os.getpid()))  # for the next process to name
         handle.flush()
         yield
+
+
+def _locked_within(handle, seconds: float) -> bool:
+    "Whether the lock on `handle` was taken within `seconds`, tried every 0.1 s."
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
 
 
 def _waiting_message(path: Path, lock: Path) -> str:
@@ -168,12 +183,20 @@ def choice_problem(value, choices) -> str | None:
 
 # %% ../nbs/02_utils.ipynb #8bc2d3ea
 def each_entry(rule):
-    "The rule that a list holds something and each entry keeps `rule`."
+    "The rule that a list holds something and each entry keeps `rule`; every entry that does not is named."
     def problem(values) -> str | None:
+        if not isinstance(values, (list, tuple)):
+            return f"must be a list, got {values!r}"
         if not values:
             return f"must not be empty, got {values!r}"
-        return next((f"each entry {p}" for v in values if (p := rule(v))), None)
+        if found := [p for v in values if (p := rule(v))]:
+            return "each entry " + "; ".join(dict.fromkeys(found))
     return problem
+
+
+def explained(rule, meaning: str):
+    "`rule`, its problem followed by what the value means (`meaning`), so that the message says how to set it."
+    return lambda value: (p := rule(value)) and f"{p} ({meaning})"
 
 
 def or_null(rule, meaning: str):
@@ -276,5 +299,6 @@ def run_command(prog: str, body) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    print(f"{prog}: {message}", file=sys.stderr)
+    # a name that is not UTF-8 (a surrogate, as Python reads it) shows escaped, as \udcff: the paragraph always prints
+    print(f"{prog}: {message}".encode("utf-8", "backslashreplace").decode("utf-8"), file=sys.stderr)
     return code

@@ -1,9 +1,11 @@
 "The posenc-bench command line: bad arguments and tiny end-to-end runs of its sections."
 import subprocess
 import sys
+from unittest import mock
 
 import pytest
 
+from posenc_nb import bench
 from posenc_nb.bench import main
 
 
@@ -20,15 +22,34 @@ def posenc_bench(*args: str) -> str:
 
 @pytest.mark.parametrize("arg, key", [("encodings=[t6]", "encodings"), ("sections=[speed]", "sections"),
                                       ("train_profile=tiny", "train_profile"), ("stepz=3", "stepz"), ("steps", "steps"),
-                                      ("steps=abc", "steps")])
+                                      ("steps=abc", "steps"), ("lengths=[0]", "lengths"), ("lengths=[-8]", "lengths"),
+                                      ("lengths=[abc]", "lengths"), ("lengths=[1.5]", "lengths"), ("lengths=[]", "lengths"),
+                                      ("encodings=[]", "encodings"), ("sections=[]", "sections"), ("steps=0", "steps"),
+                                      ("preset=cpu-huge", "preset")])
 def test_bad_argument_is_refused_naming_the_key(capsys, arg, key):
-    assert main([arg]) == 2
-    assert f"{key}: " in capsys.readouterr().err
+    """Before: a length of 0 gave a row of NaN ratios; negative, string or float lengths a child process's traceback;
+    empty lists and steps=0 an "unexpected KeyError" or "min() arg is an empty sequence", after minutes of work."""
+    with mock.patch.object(bench, "matmul_peak_flops", side_effect=AssertionError("the benchmark started")):
+        assert main([arg]) == 2
+    err = capsys.readouterr().err
+    assert f"{key}: " in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("out, said", [("/proc/bench.md", "/proc/bench.md cannot be written: /proc takes no new files"),
+                                       (".", ". cannot be written: it is a folder")])
+def test_an_out_that_cannot_be_written_is_refused_before_the_benchmark(capsys, out, said):
+    "Before: reported only after the whole benchmark had run."
+    with mock.patch.object(bench, "run_benchmark", autospec=True, return_value="report") as run:
+        assert main(["sections=[eval]", "--out", out]) == 2
+    run.assert_not_called()
+    err = capsys.readouterr().err
+    assert f"--out: {said}" in err and "--out bench.md" in err, err
 
 
 def test_tiny_run_writes_the_report(tmp_path):
     report = posenc_bench("sections=[train, eval]", "preset=cpu-tiny", "batch_size=2", "seq_len=16", "steps=1",
-                          "lengths=[16, 32]", "repeats=1", "encodings=[nopos, learned, alibi, t5]", "--out", str(tmp_path / "bench.md"))
+                          "lengths=[16, 32]", "repeats=1", "eval_rounds=1", "encodings=[nopos, learned, alibi, t5]",
+                          "--out", str(tmp_path / "bench.md"))
     assert "| 32 | alibi |" in report and "| 32 | t5 |" in report and "| 32 | learned |" not in report  # learned stops at max_len
     assert "training step within 10% of NoPos" in report and "training step at least 0.85x NoPos" in report
     assert "ALiBi at T=32 within 1.1x NoPos's time and 1.1x its peak memory" in report

@@ -8,7 +8,9 @@ scripts call (through `posenc_nb.commands`), except where a second process is th
 runs in a few minutes."""
 
 import errno
+import fcntl
 import json
+import os
 import re
 import shlex
 import shutil
@@ -21,6 +23,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import torch
+from papermill.iorw import LocalHandler
 
 import posenc_nb.train
 from posenc_nb import plan, reproduce, tokens
@@ -152,6 +155,34 @@ def test_paths_that_cannot_be_used_are_bad_input(tmp_path, capsys, monkeypatch):
             code, err = command(main, args, capsys)
         assert code == 2 and all(fact in err for fact in facts), err
     assert snapshot(tmp_path) == {"notes.txt": b"mine", "tiny.yaml": config.read_bytes()}  # nothing made, nothing changed
+
+
+@pytest.mark.parametrize("rate", ["-5", "nan", "0", "inf"])
+def test_a_rate_that_gives_no_estimate_is_bad_input(tmp_path, capsys, rate):
+    "Before: `plan --tflops -5` (or nan) printed negative (or NaN) GPU-hours into the script; 0 was an unexpected ZeroDivisionError."
+    code, err = command(plan.plan_main, ["--profile", "smoke", "--tflops", rate, "--out", tmp_path / "plan.sh"], capsys)
+    assert code == 2 and f"--tflops: {float(rate)!r} TFLOP/s per GPU gives no estimate" in err and "e.g. 150" in err, err
+    assert not list(tmp_path.iterdir())  # no script written
+
+
+def test_paths_the_os_refuses_name_the_setting_and_leave_nothing(tmp_path, capsys, monkeypatch):
+    """A folder under /proc, a name with a byte that is not UTF-8. Before: "[Errno 2] No such file or directory" (exit 1)
+    or the codec's words, naming no setting; a non-UTF-8 --out left its .lock and a TensorBoard folder behind."""
+    config, not_utf8 = write_config(tmp_path / "tiny.yaml"), tmp_path / os.fsdecode(b"bad\xffname")
+    train_args = ["--config", config, "--no-progress"]
+    cases = [(posenc_nb.train.main, [*train_args, "--out", "/proc/run"], {}, ["out: /proc/run cannot hold a run", "/proc"]),
+             (posenc_nb.train.main, [*train_args, "--out", not_utf8], {}, ["out: ", "not UTF-8", "bad\\xffname')"]),
+             (posenc_nb.train.main, train_args, {"POSENC_RUNS_DIR": "/proc/runs"}, ["set POSENC_RUNS_DIR to a folder you can write"]),
+             (reproduce.main, ["--profile", "smoke", "--only", "01", "--out", "/proc/figs"], {}, ["out: /proc/figs cannot hold"]),
+             (reproduce.main, ["--profile", "smoke", "--only", "01", "--out", not_utf8], {}, ["out: ", "not UTF-8"]),
+             (plan.plan_main, ["--profile", "smoke", "--out", "/proc/plan.sh"], {}, ["--out: /proc/plan.sh cannot be written"])]
+    for main, args, env, facts in cases:
+        with monkeypatch.context() as variables:
+            for name, value in env.items():
+                variables.setenv(name, value)
+            code, err = command(main, args, capsys)
+        assert code == 2 and all(fact in err for fact in facts), err
+    assert sorted(os.listdir(tmp_path)) == ["tiny.yaml"]  # no lock file, no folder, no TensorBoard log
 
 
 @pytest.mark.parametrize("main", [posenc_nb.train.main, reproduce.main, tokens.main])
@@ -567,6 +598,58 @@ def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkey
     assert "Traceback" not in err and "Error" not in err and err.count("\n") == 1, err
     assert snapshot(out) == published and not list(out.glob(".staging-*"))
 
+
+def test_a_killed_run_leaves_no_kernel_socket_in_the_notebooks_folder(tmp_path, monkeypatch):
+    """kill -9 of the runner while a notebook's kernel runs a cell. Before: the kernel's five `kernel-ipc-*` sockets stayed
+    in the notebooks' folder (its working folder), where copying the folder failed on them."""
+    experiments = experiment(tmp_path / "experiments", "01_sleepy", "import pathlib, time\n"
+                             "(pathlib.Path(out_dir) / 'table.csv').write_text('half')\ntime.sleep(120)")
+    out = tmp_path / "figs"
+    job = as_console_script("posenc-reproduce", "--profile", "smoke", "--out", out, "--experiments-dir", experiments)
+    staged = out / ".staging-01_sleepy" / "table.csv"
+    for _ in range(1200):  # the kernel is in the cell
+        if staged.exists() or job.poll() is not None:
+            break
+        time.sleep(0.1)
+    assert staged.exists(), job.communicate(timeout=10)
+    job.kill()  # SIGKILL: no clean-up of the runner's runs
+    job.wait(timeout=60)
+    assert sorted(p.name for p in experiments.iterdir() if not p.name.endswith(".ipynb")) == []
+
+
+def test_full_disk_while_a_notebook_is_published(tmp_path, capsys, monkeypatch):
+    """The disk fills while papermill writes the executed copy. Before: the clean-up read the cut copy back, and its
+    "Notebook does not appear to be JSON" (exit 2) took the place of the full disk."""
+    experiments = experiment(tmp_path / "experiments", "01_table", "import os, pathlib\n"
+                             "(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])")
+    out, args = tmp_path / "figs", ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments]
+    monkeypatch.setenv("TABLE", "complete")
+    assert command(reproduce.main, args, capsys)[0] == 0
+    published = snapshot(out)
+
+    write = LocalHandler.write
+    def filling_the_disk(handler, buf, path):  # the executed copy, once a cell has run: half of it, then no space
+        if '"status": "completed"' not in buf:
+            return write(handler, buf, path)
+        Path(path).write_text(buf[: len(buf) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(LocalHandler, "write", filling_the_disk)
+    monkeypatch.setenv("TABLE", "half")
+    code, err = command(reproduce.main, args, capsys)
+    assert code == 1 and "the disk is full" in err and "JSON" not in err, err
+    assert snapshot(out) == published and not list(out.glob(".staging-*"))  # nothing published, nothing lost
+
+
+@pytest.mark.parametrize("damage", [b'{"cells": [', b"", b"[]", b"\xff\xfe"])
+def test_a_damaged_experiment_notebook_is_named(tmp_path, capsys, damage):
+    "Before: a cut notebook in --experiments-dir gave papermill's \"Notebook does not appear to be JSON\", naming no file."
+    experiments = experiment(tmp_path / "experiments", "01_fine")
+    (experiments / "02_cut.ipynb").write_bytes(damage)
+    code, err = command(reproduce.main, ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments], capsys)
+    assert code == 1 and f"{experiments / '02_cut.ipynb'} is not a readable notebook" in err, err
+    assert f"git checkout -- {experiments / '02_cut.ipynb'}" in err and "move it out of the experiments folder" in err, err
+    assert not (tmp_path / "figs").exists()  # checked before anything ran
+
 # --- two processes, one folder -------------------------------------------------------------------------------------
 
 def test_lock_is_taken_on_the_resolved_folder(tmp_path, monkeypatch):
@@ -579,6 +662,26 @@ def test_lock_is_taken_on_the_resolved_folder(tmp_path, monkeypatch):
     train(cfg, tmp_path / "link", progress=False)
     train(cfg, tmp_path / "x" / ".." / "real", progress=False)
     assert locked == [real.resolve()] * 2
+
+
+def test_a_trainer_waiting_on_a_held_run_folder_says_who_holds_it(tmp_path):
+    """The folder is held by another process (here the test, as a trainer stopped with Ctrl-Z would hold it). Before:
+    the second trainer waited without a word."""
+    out, config = tmp_path / "run", write_config(tmp_path / "tiny.yaml", max_steps=3)
+    with open(tmp_path / "run.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242")
+        held.flush()
+        job = subprocess.Popen([str(POSENC_TRAIN), "--config", str(config), "--out", str(out), "--no-progress"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said = job.stderr.readline()  # once the trainer is up: what it says while it waits
+        assert f"{out} is held by process 4242 since " in said and "waiting" in said, said
+        assert "`kill -CONT 4242`" in said and "`kill 4242`" in said, said
+        time.sleep(1)
+        assert job.poll() is None and not out.exists()  # still waiting, nothing written
+    _, err = job.communicate(timeout=240)  # released: it trains
+    assert job.returncode == 0 and "held by" not in err, err  # said once
+    assert read_meta(out)["step"] == 3
 
 
 def test_two_trainings_through_a_symlink_take_turns(tmp_path):

@@ -3,7 +3,7 @@
 Needs the `docs` extra (Sphinx, MyST-NB, Playwright) and Debian's `chromium`; `make docs-test` installs both and runs
 this file. Without them the browser tests are skipped, with the reason; the tests of how pages are staged from the
 notebooks and the README run everywhere. The site is built first unless `_docs/` is newer than all it is built from."""
-import functools, http.server, importlib.util, os, re, shutil, threading
+import functools, http.server, importlib.util, os, re, shutil, subprocess, threading
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -239,3 +239,49 @@ def test_home_page_takes_each_claim_from_the_readme():
     assert "(figures/notebooks/" not in pages["index.md"] + pages["setup.md"]  # pointed at the site's own pages
     table = next(l for l in readme[readme.index("## Results"):].splitlines() if l.startswith("| ALiBi |"))
     assert table in pages["index.md"]  # the numbers are the README's, copied at build time, never retyped
+
+
+@pytest.mark.parametrize("damage", [b'{"cells": [', b"[]", b"\xff\xfe"])
+def test_a_damaged_notebook_is_named_with_what_to_do(tmp_path, damage):
+    "A chapter, or an executed copy, that is not a notebook. Before: nbformat's raw traceback, naming no file."
+    build = load_builder()
+    chapter, executed = tmp_path / "99_broken.ipynb", tmp_path / "notebooks" / "99_broken.ipynb"
+    executed.parent.mkdir()
+    for path in (chapter, executed):
+        path.write_bytes(damage)
+    with pytest.raises(RuntimeError, match=re.escape(f"{chapter} is not a readable notebook")) as error:
+        build.stage_chapter(chapter, tmp_path / "staged.ipynb")
+    assert "fix it, or restore it (`git checkout --" in str(error.value) and "then rerun make docs" in str(error.value)
+    with pytest.raises(RuntimeError, match=re.escape(f"{executed} is not a readable notebook")) as error:
+        build.stage_experiment(executed, tmp_path / "staged.ipynb")
+    assert "rerun `posenc-reproduce --only 99_broken`" in str(error.value)
+
+
+def test_make_docs_names_an_experiment_not_executed_yet(tmp_path, capsys, monkeypatch):
+    """A results section of the README quotes a notebook that figures/notebooks/ lacks (or shows a figure it has not
+    drawn yet). Before: a raw traceback whose message blamed the README's heading (or named no setting to change)."""
+    build = load_builder()
+    monkeypatch.setattr(build, "STAGE", tmp_path / "site")  # not the real stage
+    monkeypatch.setattr(build, "EXPERIMENTS", [])  # as on a checkout whose notebooks have not been executed
+    assert build.main() == 1
+    err = capsys.readouterr().err
+    assert err.startswith("make docs: figures/") and " is missing" in err and "README" in err, err
+    assert "`posenc-reproduce --only " in err and "Traceback" not in err and err.count("\n") == 1, err
+    with pytest.raises(RuntimeError, match=r"figures/notebooks/01_extrapolation.ipynb is missing: the README's results "
+                                           r"section 'Extrapolation \(`extrapolation.csv`\)' quotes what "
+                                           r"nbs/experiments/01_extrapolation.ipynb writes. Run `posenc-reproduce --only "
+                                           r"01_extrapolation`"):
+        build.experiment_of("Extrapolation (`extrapolation.csv`)")
+
+
+def test_make_docs_test_says_how_to_get_chromium(tmp_path):
+    "Without Chromium and without network. Before: only apt's error and make's."
+    for tool in ("id", "env"):  # what the Makefile's own lines need, and nothing else: no chromium on PATH
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    for stub, body in [("apt-get", 'echo "E: Could not resolve deb.debian.org" >&2; exit 100'), ("sudo", 'exec "$@"')]:
+        (tmp_path / stub).write_text(f"#!/bin/sh\n{body}\n")
+        (tmp_path / stub).chmod(0o755)
+    done = subprocess.run([shutil.which("make"), "-s", "-C", str(ROOT), "chromium"], capture_output=True, text=True,
+                          env={"PATH": str(tmp_path), "HOME": str(tmp_path)}, timeout=60)
+    assert done.returncode != 0 and "needs Chromium" in done.stderr, done.stderr
+    assert "sudo apt-get install chromium" in done.stderr and "POSENC_CHROMIUM" in done.stderr, done.stderr

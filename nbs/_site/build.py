@@ -193,13 +193,18 @@ def writer_of(names: list[str], notebooks: list[Path]) -> Path | None:
     return best if best is not None and score[best] else None
 
 
+def sources() -> list[Path]:
+    "The experiment notebooks as written (`nbs/experiments/`), which the runner executes into `figures/notebooks/`."
+    return sorted((ROOT / "nbs" / "experiments").glob("*.ipynb"))
+
+
 def experiment_of(heading: str) -> Path:
     """The executed experiment notebook that writes the files a results heading names. One the runner has not executed
     into figures/notebooks/ yet is named, with the command that does."""
     names = named_files(heading)
     if executed := writer_of(names, EXPERIMENTS):
         return executed
-    if source := writer_of(names, sorted((ROOT / "nbs" / "experiments").glob("*.ipynb"))):
+    if source := writer_of(names, sources()):
         raise RuntimeError(f"figures/notebooks/{source.name} is missing: the README's results section {heading!r} quotes "
                            f"what {source.relative_to(ROOT)} writes. Run `posenc-reproduce --only {source.stem}` to execute "
                            "it there, then rerun make docs")
@@ -233,6 +238,15 @@ def readme_pages(readme: str) -> dict[str, str]:
     return {"index.md": "\n\n".join(home), "setup.md": site_links("\n\n".join(setup))}
 
 
+def figure(name: str) -> Path:
+    "A figure of `figures/` that the README shows; a missing one is named, with the command that draws it."
+    if (path := ROOT / "figures" / name).is_file():
+        return path
+    source = writer_of([name], sources())
+    draw = f"`posenc-reproduce --only {source.stem}` draws it" if source else "no experiment notebook draws it: fix the link"
+    raise RuntimeError(f"figures/{name} is missing, and the README shows it: {draw}; then rerun make docs")
+
+
 def stage(into: Path = STAGE):
     "Write every page's source into `into` (emptied first): `_proc/site/`, which Sphinx builds."
     shutil.rmtree(into, ignore_errors=True)
@@ -240,7 +254,7 @@ def stage(into: Path = STAGE):
         (into / folder).mkdir(parents=True)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for image in set(re.findall(r"\]\(figures/([\w-]+\.png)\)", readme)):
-        shutil.copy2(ROOT / "figures" / image, into / "figures" / image)
+        shutil.copy2(figure(image), into / "figures" / image)
     for table in (ROOT / "figures").glob("*.csv"):
         shutil.copy2(table, into / "data" / table.name)
     for name, text in readme_pages(readme).items():
