@@ -40,7 +40,7 @@ nbtest: setup data
 CHROMIUM := $(shell command -v chromium || command -v chromium-browser)
 
 pytest: setup data $(if $(CHROMIUM),docs-setup)
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n auto --dist loadfile tests  # one worker a core, each test file on one worker (its fixtures once)
 
 test: check-export nbtest pytest
 

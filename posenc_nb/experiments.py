@@ -188,10 +188,12 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
         with permuted_positions(model, seed):  # a model without a table fails here, before anything is scored
             permuted.append(loss()[0])
     intact, scored = loss()
-    train, n_select = tokens_of(cfg, "train"), 256
-    n_train = min(probe_sequences, len(train) // length - n_select)  # a small corpus: the windows it holds, no more
+    train = tokens_of(cfg, "train")
+    held = lambda split: len(split) // length  # a small corpus lends the probe the windows it holds, no more
+    n_select = min(256, held(train) // 4)
     probe = probe_layers(model, train, tokens, length, layers=[cfg.model_config().n_layer], kinds=["mlp"],
-                         n_train=n_train, n_select=n_select, epochs=probe_epochs, seed=cfg.seed).iloc[0]
+                         n_train=min(probe_sequences, held(train) - n_select), n_select=n_select,
+                         n_eval=min(256, held(tokens)), epochs=probe_epochs, seed=cfg.seed).iloc[0]
     return dict(seq_len=length, tokens_scored=scored, loss_intact=intact, loss_permuted=permuted,
                 permutation_costs=[p - intact for p in permuted], probe_layer=int(probe.layer),
                 probe_median_mad=float(probe.median_mad), middle_mad=float(probe.middle_mad))
