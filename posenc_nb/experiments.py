@@ -25,7 +25,7 @@ from .plots import (add_caption, caption, encoding_color, encoding_label, format
 from .scores import final_val_loss, runs_perplexity, score_key, training_tokens, validation_baseline
 from .seeds import gap_trend, gap_verdicts, per_seed, seed_summary
 from .tokens import tokens_of
-from .utils import positive_int
+from .utils import atomic_write, positive_int
 
 # %% auto #0
 __all__ = ['POSITIVE_ARM_FILE', 'save_table', 'table_runs', 'perplexity_grid', 'core_seed_spread', 'table_verdicts',
@@ -228,9 +228,8 @@ def positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1, p
     if found := [e["measurement"] for e in entries if e["key"] == key]:
         return found[0]
     measurement = json.loads(json.dumps(measure_positive_arm(run, **settings)))  # as it reads back from the file
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps([*entries, dict(key=key, measurement=measurement)], indent=1))
-    partial.replace(path)  # whole or not at all: a kill mid-write leaves the file as it was
+    entries.append(dict(key=key, measurement=measurement))  # written whole or not at all: a kill leaves the file as it was
+    atomic_write(path, lambda tmp: tmp.write_text(json.dumps(entries, indent=1)))
     return measurement
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a9
