@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import signal
 import sys
 import threading
@@ -18,24 +19,28 @@ __all__ = ['COMMANDS', 'posenc_train', 'posenc_reproduce', 'posenc_data', 'posen
 COMMANDS = {"posenc-train": "train", "posenc-reproduce": "reproduce", "posenc-data": "tokens", "posenc-bench": "bench"}
 
 
-def _interrupt(signum, frame):
-    "SIGTERM while a command loads stops it as Ctrl-C does."
-    raise KeyboardInterrupt
+def _stop_loading(prog: str):
+    """The handler of Ctrl-C and SIGTERM while `prog` loads: one line, then exit 130 at once. Raising KeyboardInterrupt
+    instead would abort the process when the signal lands inside a C++ extension's import (torch's pybind11 callbacks)."""
+    def stop(signum, frame):
+        os.write(2, f"{prog}: interrupted while starting; nothing was written. Rerun the same command.\n".encode())
+        os._exit(130)
+    return stop
 
 
 def run(prog: str, argv: list[str] | None = None) -> int:
     """The command `prog` of `COMMANDS` with `argv` (default: the command line): its `main`, imported now; its exit
-    status. Interrupted while loading, it says so in one line and returns 130, the status of any interrupted command."""
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _interrupt) if main_thread else None
+    status. Interrupted while loading, it says so in one line and exits 130, the status of any interrupted command."""
+    module = f"posenc_nb.{COMMANDS[prog]}"
+    if threading.current_thread() is not threading.main_thread():  # only the main thread receives signals
+        return importlib.import_module(module).main(argv)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = [signal.signal(s, _stop_loading(prog)) for s in signals]
     try:
-        main = importlib.import_module(f"posenc_nb.{COMMANDS[prog]}").main
-    except KeyboardInterrupt:
-        print(f"{prog}: interrupted while starting; nothing was written. Rerun the same command.", file=sys.stderr)
-        return 130
+        main = importlib.import_module(module).main
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for s, handler in zip(signals, previous):
+            signal.signal(s, handler)
     return main(argv)
 
 
