@@ -70,16 +70,12 @@ def model_parameters(cfg: TrainConfig) -> int:
 
 
 def model_size_variants(train_settings: dict, model_sizes: dict, corpus: str) -> dict:
-    """Table 2's variants (`Grid` fields) of `model_sizes`: steps and warm-up scaled by parameters (without a position
-    table) over the core's, so each size trains as many tokens per parameter; the core shape keeps the core's fields."""
-    core = TrainConfig.from_dict({**train_settings, "corpus": corpus})
-    core_params, variants = model_parameters(replace(core, pos_encoding="nopos")), {}
-    for name, shape in model_sizes.items():
-        cfg = TrainConfig.from_dict({**train_settings, "corpus": corpus, **shape})
-        ratio = model_parameters(replace(cfg, pos_encoding="nopos")) / core_params
-        steps = dict(max_steps=max(1, round(core.max_steps * ratio)), warmup_steps=round(core.warmup_steps * ratio))
-        variants[name] = dict(corpus=corpus) if cfg.model_config() == core.model_config() else dict(corpus=corpus, **shape, **steps)
-    return variants
+    """Table 2's variants (`Grid` fields) of `model_sizes`: each shape on the core's bytes (its steps, batch and schedule
+    kept); the core shape keeps the core's fields, so its runs are the core runs."""
+    core = TrainConfig.from_dict({**train_settings, "corpus": corpus}).model_config()
+    shaped = lambda shape: TrainConfig.from_dict({**train_settings, "corpus": corpus, **shape}).model_config()
+    return {name: dict(corpus=corpus) if shaped(shape) == core else dict(corpus=corpus, **shape)
+            for name, shape in model_sizes.items()}
 
 # %% ../nbs/12d_grids.ipynb #21284135
 def core_grid(train_settings: dict, corpus: str, encodings, seeds) -> Grid:
@@ -103,13 +99,15 @@ def twin_runs(train_settings: dict, mlm_settings: dict, corpus: str, seed: int, 
     return {kind: grid.runs_by_encoding(jobs)[("nopos", seed)] for kind, grid in nopos_twins(train_settings, mlm_settings, corpus, seed).items()}
 
 # %% ../nbs/12d_grids.ipynb #a3c4d074
-def corpora_grid(train_settings: dict, corpora, encodings, seeds) -> Grid:
-    "Table 1: a variant per corpus."
-    return Grid(train_settings, {c: dict(corpus=c) for c in corpora}, list(encodings), list(seeds))
+def corpora_grid(train_settings: dict, corpora, encodings, seeds, corpus: str | None = None,
+                 corpora_settings: dict | None = None) -> Grid:
+    "Table 1: a variant per corpus; those other than the core's `corpus` with `corpora_settings` on top."
+    variants = {c: dict(corpus=c) if c == corpus else dict(corpora_settings or {}, corpus=c) for c in corpora}
+    return Grid(train_settings, variants, list(encodings), list(seeds))
 
 
 def sizes_grid(train_settings: dict, model_sizes: dict, corpus: str, encodings, seeds) -> Grid:
-    "Table 2: a variant per model size, at fixed tokens per parameter (`model_size_variants`)."
+    "Table 2: a variant per model size, each on the core's bytes (`model_size_variants`)."
     return Grid(train_settings, model_size_variants(train_settings, model_sizes, corpus), list(encodings), list(seeds))
 
 
@@ -142,7 +140,7 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
         "00_positive_arm": [core_grid(ts, corpus, ["learned"], seeds[:1])],
         "01_extrapolation": [core],
         "02_attention_heatmaps": twins,
-        "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds), spread],
+        "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds, corpus, p["corpora_settings"]), spread],
         "04_table2_model_sizes": [sizes_grid(ts, p["model_sizes"], corpus, te, tseeds), spread],
         "05_table3_train_lengths": [lengths_grid(ts, p["train_lengths"], corpus, te, tseeds), spread],
         "06_probe": [core],

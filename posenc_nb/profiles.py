@@ -25,11 +25,13 @@ _COMMON = dict(
     table_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # the paper's four, for Tables 1-3 and Fig. 2
     mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
     online_corpora=["wikitext-103"],  # Table 1 rows that need the network; skipped with a note when offline
+    corpora_settings={},  # TrainConfig fields Table 1 changes for its corpora other than `corpus` (none: the core recipe)
     sentence="The cat sat on the mat",
     shuffled_sentence="The mat cat on sat the",
     beyond_encodings=None,  # the beyond-the-paper notebook: None is every registered encoding
     rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
     train_jobs=1,  # models a notebook trains (and scores, and probes) side by side, each in a one-thread process
+    # (None: one a usable core, memory allowing; a GPU profile trains one at a time)
     eval_tokens=None,  # the whole validation split
     context_use_tokens=None,  # targets scored with a short and a long context (None: the whole validation split)
     table_seeds=[0],  # Tables 1-3 and the encodings beyond the paper: one seed, labelled as such
@@ -71,31 +73,42 @@ PROFILES["cpu"] = dict(
     # The core five on raw UTF-8 bytes (a 259-entry vocabulary: the 256 bytes and the specials, no merges), 4 layers of
     # width 128 (the probe needs layers to follow), 16 x 128 bytes a step. On a 2,048-entry BPE, 400 steps left the models
     # order-blind (README). max_steps is what this profile's time allows, fixed before any model trained. At it the
-    # positive arm passes (00_positive_arm, seed 0): permuting the learned model's position table costs it 1.18 to 1.22
-    # nats a byte (three permutations, 120k validation bytes), and a probe on its last layer places a byte within 2.8
+    # positive arm passes (00_positive_arm, seed 0): permuting the learned model's position table costs it 1.17 to 1.22
+    # nats a byte (three permutations, 120k validation bytes), and a probe on its last layer places a byte within 2.6
     # positions (the middle guess: 32).
     train_settings=dict(model="cpu-core", vocab_size=259, seq_len=128, batch_size=16, lr=3e-3, min_lr=2e-4,
                         warmup_steps=40, max_steps=2000, eval_interval=250, eval_batches=8, log_interval=10,
                         checkpoint_interval=250),
     seeds=[0, 1, 2],
     unigram_margin=0.5,  # nats every model's validation loss must sit below the unigram baseline
+    # The budget, fixed by time before the full run (two hours on 2 cores): the core five and the masked-LM control keep
+    # three seeds; the side studies shrink: Table 1 adds Brown at half the steps, Table 2 one smaller width on the core's
+    # bytes, Table 3 one shorter length, beyond the paper two encodings that learn their bias (T5's buckets, FIRE's).
     corpora=["shakespeare", "brown"],
-    model_sizes={"d64": dict(d_model=64), "d96": dict(d_model=96), "d128": dict(d_model=128)},  # d128: the core shape
-    train_lengths=[64, 128, 256],
+    corpora_settings=dict(max_steps=1000, warmup_steps=20),  # Brown: half the core's bytes, every encoding alike
+    model_sizes={"d64": dict(d_model=64), "d128": dict(d_model=128)},  # d128: the core shape
+    train_lengths=[64, 128],
+    beyond_encodings=["learned", "sinusoidal", "rope", "alibi", "nopos", "t5", "fire"],
     eval_lengths=[32, 64, 128, 256, 512, 1024],  # the blog's range, to 8x the training length
     beyond_eval_lengths=[128, 512, 1024],  # 1x, 4x, 8x: the other lengths are in 01_extrapolation
     # the paper's non-overlapping windows only: context use is measured on the same targets in 01_extrapolation
     eval_protocol="nonoverlapping",
     sliding_stride=None,  # half the context: every scored token sees at least half a context of history
+    # A fifth of the 348k validation bytes, the same for every model: 512 windows at 128, over which the mean loss of
+    # the core learned model (seed 0) has a standard error of 0.008 nats a byte (a paired difference has less).
+    eval_tokens=65_536,
     probe_sequences=2048,  # fresh training windows
     probe_epochs=1,  # passes at least; a probe goes on, to 4x this, while its best checkpoint is in its last pass
-    context_use_tokens=50_000,  # a seventh of the validation bytes: each costs (128 + 32) / 16 = 10 bytes of forward pass
+    # The same 16,384 targets scored with the whole context and with 8, 16, 32 and 64 bytes: (128 + 64 + 32 + 16 + 8) / 4 =
+    # 62 bytes of forward pass a target (a fourth of the windows' targets scored each), about a minute a model.
+    context_use_tokens=16_384,
     # Half the causal steps, the same recipe for the four masked LMs. Searched on the learned masked LM alone, nothing
     # made it use order at this scale: permuting its positions after 1,000 steps cost it -0.000 nats with positions
     # initialised at the tokens' scale and +0.002 with 32-byte sequences (2,500 steps of this recipe left it level with
-    # NoPos). The sinusoidal masked LM does (+0.19 nats after 1,000 steps), so 07_mlm_control compares NoPos with it.
+    # NoPos). The sinusoidal masked LM does (+0.19 nats after 1,000 steps). 07_mlm_control trains seed 0 of every arm
+    # first and the other seeds only of the arms whose order-use test costs them at least ORDER_USE.
     mlm_settings=dict(max_steps=1000, warmup_steps=20),
-    train_jobs=2,  # two models side by side, one thread each: faster on 2 cores than one model on both (posenc-bench)
+    train_jobs=None,  # one model a usable core (memory allowing), one thread each: 2 on the 2-core machines
 )
 
 # %% ../nbs/05b_profiles.ipynb #f12ceeec
@@ -162,7 +175,7 @@ def _compares_nopos(encodings: list[str]) -> str | None:
         return f"{encodings} must hold 'nopos' and an encoding with positions: the tables compare them"
 
 
-_COUNTS = ("probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments", "train_jobs")
+_COUNTS = ("probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments")
 _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     (("profile",), lambda name: choice_problem(name, PROFILES)),
     (("out_dir",), lambda folder: None if folder.strip() else f"must be the path of a folder, got {folder!r}"),
@@ -178,6 +191,7 @@ _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     *(((k,), or_null(positive_int_problem, "the whole validation split")) for k in ("eval_tokens", "context_use_tokens")),
     (("sliding_stride",), or_null(positive_int_problem, "half the context")),
     *(((k,), positive_int_problem) for k in _COUNTS),
+    (("train_jobs",), or_null(positive_int_problem, "one a usable core")),
     *(((k,), lambda s: None if len(s.split()) > 1 else f"must be a sentence of several words, got {s!r}")
       for k in ("sentence", "shuffled_sentence")),
 ]
@@ -209,6 +223,7 @@ _TOGETHER = [  # (the parameters a rule reads, the problem it finds in their val
     (("model_sizes", "train_settings"),
      lambda sizes, base: next(filter(None, (_config_problem({**base, **size}) for size in sizes.values())), None)),
     (("mlm_settings", "train_settings"), lambda mlm, base: _config_problem({**base, **mlm, "objective": "mlm"})),
+    (("corpora_settings", "train_settings"), lambda changes, base: _config_problem({**base, **changes})),
     (("eval_lengths", "train_settings"), _eval_lengths_problem),
     (("train_lengths", "train_settings"), _train_lengths_problem),
     (("shuffled_sentence", "sentence"), lambda shuffled, sentence: None if sorted(shuffled.split()) == sorted(sentence.split())
@@ -225,6 +240,7 @@ class ExperimentParameters(Checked):
     out_dir: str = "."  # the folder the notebook writes its figures and tables to
     corpus: str  # a corpus name or the path of .txt/.parquet/.jsonl files
     corpora: list[str]  # Table 1's
+    corpora_settings: dict  # keys Table 1's corpora other than `corpus` change
     online_corpora: list[str]  # Table 1 rows that need the network
     train_settings: dict  # `TrainConfig` keys every model of the profile shares
     mlm_settings: dict  # keys the masked LMs change
@@ -251,7 +267,7 @@ class ExperimentParameters(Checked):
     position_segments: int
     sentence: str
     shuffled_sentence: str
-    train_jobs: int  # models trained side by side
+    train_jobs: int | None  # models trained side by side (None: one a usable core, memory allowing)
 
     rules, unknown = [*_ALONE, *_TOGETHER], "not a parameter of the experiment notebooks"
 

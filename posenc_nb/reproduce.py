@@ -270,7 +270,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook's executed copy,
     figures and tables reach `out_dir` together, only if it succeeds; other results than the cpu profile's reach the
     committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter like any
-    other). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one through torchrun on
+    other; None: one a usable core). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one through torchrun on
     `nproc_per_node` processes (`train_locally`), and the notebooks only analyse. A full run into the committed figures
     also rewrites the README's generated blocks (`posenc_nb.report`); a full run elsewhere writes a copy of the README with
     its blocks from `out_dir` there, as `out_dir`/README.md."""
@@ -282,7 +282,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     if launcher == "torchrun":
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     with _only_runner(out_dir):
-        timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=params["train_jobs"])
+        timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=params["train_jobs"] or usable_jobs())
     if not only:
         timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand

@@ -23,8 +23,8 @@ from .train import train
 from .utils import positive_int
 
 # %% auto #0
-__all__ = ['WorkerError', 'TrainingJobError', 'map_side_by_side', 'run_identity', 'call_on_model', 'train_runs',
-           'time_side_by_side']
+__all__ = ['MODEL_MEMORY', 'WorkerError', 'TrainingJobError', 'usable_jobs', 'map_side_by_side', 'run_identity', 'call_on_model',
+           'train_runs', 'time_side_by_side']
 
 # %% ../nbs/12a_workers.ipynb #151564b8
 class WorkerError(RuntimeError):
@@ -77,10 +77,36 @@ def _side_by_side(tasks: dict, workers: int, failed) -> dict:
     pool.shutdown()
     return results
 
+# %% ../nbs/12a_workers.ipynb #7db01918
+MODEL_MEMORY = 2**30  # bytes a one-thread process takes to train a cpu-profile model (torch, data and model), with room
+
+
+def _available_memory() -> int | None:
+    "Bytes the kernel says new processes can take without swapping (Linux's MemAvailable); None where it does not say."
+    try:
+        with open("/proc/meminfo") as meminfo:
+            kib = next(int(line.split()[1]) for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return kib * 1024
+
+
+def usable_jobs() -> int:
+    "Processes to run side by side here: one per core this process may use, at most one per `MODEL_MEMORY` available."
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    memory = _available_memory()
+    return max(1, min(cores, cores if memory is None else memory // MODEL_MEMORY))
+
+
+def _jobs(jobs: int | None) -> int:
+    "`jobs` checked, None read as `usable_jobs()`."
+    return usable_jobs() if jobs is None else positive_int(jobs, "jobs")
+
 # %% ../nbs/12a_workers.ipynb #f88c05e2
-def map_side_by_side(fn, calls: list[dict], jobs: int = 1) -> list:
-    "`[fn(**kwargs) for kwargs in calls]`, with `jobs` > 1 side by side in one-thread processes; results in call order."
-    workers = min(positive_int(jobs, "jobs"), len(calls))
+def map_side_by_side(fn, calls: list[dict], jobs: int | None = 1) -> list:
+    """`[fn(**kwargs) for kwargs in calls]`, with `jobs` > 1 (None: `usable_jobs()`) side by side in one-thread
+    processes; results in call order."""
+    workers = min(_jobs(jobs), len(calls))
     if workers <= 1:
         return [fn(**kwargs) for kwargs in calls]
     failed = lambda i, error: WorkerError(i, error, f"call {i} of {fn.__name__}")
@@ -100,12 +126,12 @@ def call_on_model(fn, run: Run, **kwargs) -> pd.DataFrame:
     return fn(run.model, **kwargs).assign(**run_identity(run))
 
 # %% ../nbs/12a_workers.ipynb #c37a6237
-def train_runs(configs, jobs: int = 1) -> list[Run]:
+def train_runs(configs, jobs: int | None = 1) -> list[Run]:
     """Each of `configs` trained once (a finished run is reused), as a `Run` whose model loads when used; with `jobs` > 1
-    the unfinished ones first train side by side, one process each."""
+    (None: `usable_jobs()`) the unfinished ones first train side by side, one process each."""
     configs = list(configs)
     unfinished = {run_dir(cfg): cfg for cfg in configs if not (read_meta(run_dir(cfg)) or {}).get("finished")}
-    workers = min(positive_int(jobs, "jobs"), len(unfinished))
+    workers = min(_jobs(jobs), len(unfinished))
     if workers > 1:
         tasks = {out_dir: (train, dict(cfg=cfg, out_dir=out_dir, progress=False)) for out_dir, cfg in unfinished.items()}
         _side_by_side(tasks, workers, lambda out_dir, error: TrainingJobError(unfinished[out_dir], out_dir, error))
