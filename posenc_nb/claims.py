@@ -16,9 +16,10 @@ from .seeds import beyond_spread, seed_gap
 
 # %% auto #0
 __all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'BYTES_PER_TOKEN', 'PAPER_GAP', 'STATEMENTS', 'MASKED_COLLAPSE',
-           'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of', 'Check', 'positive_arm_check', 'gate',
-           'paper_gaps', 'untested', 'competitive', 'extrapolation', 'size_trend', 'learns_position', 'masked_lm',
-           'word_order', 'save_claims', 'write_claims_table', 'read_claims']
+           'SCALE_REACH', 'SCALE_COST', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of', 'Check',
+           'positive_arm_check', 'gate', 'paper_gaps', 'untested', 'competitive', 'extrapolation', 'size_trend',
+           'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'save_claims', 'write_claims_table',
+           'read_claims']
 
 # %% ../nbs/12e_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -237,6 +238,32 @@ def word_order(intact, words_shuffled, bytes_shuffled=None) -> Claim:
     return Claim(**STATEMENTS["word_order"], status=_settled(cost, status_of(real and cost["gap"] >= 1, real)),
                  ours=f"NoPos: shuffling the words of the prefix raises the mean target loss by {cost['gap']:+.3f} nats a byte "
                       f"({cost['verdict']}){beside}")
+
+# %% ../nbs/12e_claims.ipynb #d6339c25
+SCALE_REACH, SCALE_COST = 1.10, 1.01  # within 10% at the longest length, at most 1% worse at the training length
+STATEMENTS["attention_scale"] = dict(
+    claim="Sharper attention carries a model without positions past its training length (attention logits scaled)",
+    paper="Wang et al. (2024): scaling NoPos's attention logits extends the context it generalises to",
+    rule=f"a scale (one factor for every length, or the log-length rule) under which NoPos's perplexity at the longest length "
+         f"is within {SCALE_REACH - 1:.0%} of its unscaled one at the training length, costing at most {SCALE_COST - 1:.0%} there: "
+         "for every seed reproduces, for the mean over seeds alone partly; one seed, not established")
+
+
+def attention_scale(long: dict, train: dict, unscaled_long, unscaled_train, longest: int, length: int) -> Claim:
+    """NoPos with its attention scaled: `long` and `train` map a scale's name to its perplexity a seed at the `longest`
+    length and at the training `length` (the seeds in one order); `unscaled_*` are its perplexities unscaled."""
+    base = np.asarray(unscaled_train, dtype=float)
+    before = np.asarray(unscaled_long, dtype=float) / base
+    reach = {name: np.asarray(long[name], dtype=float) / base for name in long}
+    cost = {name: np.asarray(train[name], dtype=float) / base for name in long}
+    every = [n for n in long if (reach[n] <= SCALE_REACH).all() and (cost[n] <= SCALE_COST).all()]
+    mean = [n for n in long if reach[n].mean() <= SCALE_REACH and cost[n].mean() <= SCALE_COST]
+    best = min(every or mean or long, key=lambda n: reach[n].mean())
+    status = "not established" if base.size < 2 else status_of(bool(every), bool(mean))
+    spread = lambda r: f" ± {r.std(ddof=1):.2f}" if r.size > 1 else " (1 seed)"
+    return Claim(**STATEMENTS["attention_scale"], status=status,
+                 ours=f"NoPos's perplexity at {longest} over its unscaled one at {length}: unscaled {before.mean():.2f}x; "
+                      f"best, {best}: {reach[best].mean():.2f}x{spread(reach[best])}, costing {cost[best].mean() - 1:+.1%} at {length}")
 
 # %% ../nbs/12e_claims.ipynb #39eb387c
 CLAIMS_FILE, CLAIMS_DIR = "claims.csv", "claims"

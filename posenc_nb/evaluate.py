@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -17,12 +18,12 @@ from .checks import check_causal, check_context_length, check_context_lengths, c
 from .batches import eval_windows
 from .special_tokens import MIN_VOCAB_SIZE
 from .plots import add_caption, new_figure, plot_by_encoding, style_axes
-from .utils import frozen, model_device, positive_int
+from .utils import check_value, frozen, model_device, positive_int, positive_number_problem
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'token_unit', 'loss_unit', 'rows_per_batch', 'window_batches',
-           'window_nll', 'perplexity_by_length', 'plot_perplexity', 'context_use_ends', 'context_windows',
-           'context_use', 'plot_context_use']
+           'window_nll', 'perplexity_by_length', 'plot_perplexity', 'scaled_attention', 'log_length_scale',
+           'attention_scale_sweep', 'context_use_ends', 'context_windows', 'context_use', 'plot_context_use']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -132,6 +133,36 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
     if caption:
         add_caption(fig, caption)
     return fig
+
+# %% ../nbs/09_evaluate.ipynb #eb56c196
+@contextmanager
+def scaled_attention(model, factor: float):
+    "`model` with every query multiplied by `factor` while inside: each content logit q.k/sqrt(d) scaled, biases kept."
+    check_value("factor", positive_number_problem(factor))
+    pos, rotate = model.pos, model.pos.rotate
+    pos.rotate = lambda q, k: rotate(q * factor, k)  # an instance attribute over the class's method, removed on exit
+    try:
+        yield model
+    finally:
+        del pos.rotate
+
+
+def log_length_scale(length: int, train_length: int) -> float:
+    "The log-length rule's factor at `length`: log(length) / log(train_length), 1 at the training length."
+    return math.log(positive_int(length, "length")) / math.log(positive_int(train_length, "train_length"))
+
+
+def attention_scale_sweep(model, tokens, context_lengths, factors, train_length: int, max_tokens: int | None = None) -> pd.DataFrame:
+    """Non-overlapping perplexity at each of `context_lengths` with the attention scaled by each of `factors` (rule
+    "fixed") and by `log_length_scale` (rule "log-length"); `perplexity_by_length`'s columns plus `rule` and `factor`."""
+    tables = []
+    for factor in factors:
+        with scaled_attention(model, factor):
+            tables.append(perplexity_by_length(model, tokens, context_lengths, max_tokens=max_tokens).assign(rule="fixed", factor=factor))
+    for length in context_lengths:
+        with scaled_attention(model, factor := log_length_scale(length, train_length)):
+            tables.append(perplexity_by_length(model, tokens, [length], max_tokens=max_tokens).assign(rule="log-length", factor=factor))
+    return pd.concat(tables, ignore_index=True)
 
 # %% ../nbs/09_evaluate.ipynb #c0e7a1d2
 def context_use_ends(n_tokens: int, long: int, stride: int, max_tokens: int | None = None) -> range:

@@ -147,6 +147,6 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
         "07_mlm_control": [masked_grid(ts, p["mlm_settings"], corpus, p["mlm_encodings"], seeds),
                            core_grid(ts, corpus, p["mlm_encodings"], seeds)],
         "08_appendix": [core],
-        "09_beyond_the_paper": [beyond_grid(ts, corpus, p["beyond_encodings"], tseeds)],
+        "09_beyond_the_paper": [beyond_grid(ts, corpus, p["beyond_encodings"], tseeds), core_grid(ts, corpus, ["nopos", "alibi"], seeds)],
         "10_how_nopos_counts": twins,
     }

@@ -12,7 +12,7 @@ from .config import TRAIN_PRESETS, Checked, ConfigError, TrainConfig
 from .encodings import encoding_problem
 from .published_corpora import HUB_CORPORA, SOURCES
 from .utils import (REPO_ROOT, check_value, choice_problem, each_entry, non_negative_problem, or_null,
-                             positive_int_problem, suggest)
+                             positive_int_problem, positive_number_problem, suggest)
 
 # %% auto #0
 __all__ = ['PROFILES', 'DEFAULT_OUT', 'ExperimentParameters', 'committed_figures', 'check_parameters', 'check_overrides',
@@ -30,6 +30,8 @@ _COMMON = dict(
     shuffled_sentence="The mat cat on sat the",
     beyond_encodings=None,  # the beyond-the-paper notebook: None is every registered encoding
     rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
+    attention_scales=[1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6],  # NoPos and ALiBi attention logits scaled at evaluation
+    attention_scale_tokens=None,  # validation bytes the attention-scale sweep scores (None: the whole split)
     train_jobs=1,  # models a notebook trains (and scores, and probes) side by side, each in a one-thread process
     # (None: one a usable core, memory allowing; a GPU profile trains one at a time)
     eval_tokens=None,  # the whole validation split
@@ -63,6 +65,8 @@ PROFILES["smoke"] = dict(
     probe_eval_sequences=4,
     probe_epochs=1,
     word_order_samples=4,
+    attention_scales=[1.0, 1.5],
+    attention_scale_tokens=512,
     position_segments=4,
     mlm_settings={},
 )
@@ -102,6 +106,7 @@ PROFILES["cpu"] = dict(
     # The same 16,384 targets scored with the whole context and with 8, 16, 32 and 64 bytes: (128 + 64 + 32 + 16 + 8) / 4 =
     # 62 bytes of forward pass a target (a fourth of the windows' targets scored each), about a minute a model.
     context_use_tokens=16_384,
+    attention_scale_tokens=16_384,  # NoPos and ALiBi, 3 seeds, 3 lengths, 8 scales: 144 scorings
     # Half the causal steps, the same recipe for the four masked LMs. Searched on the learned masked LM alone, nothing
     # made it use order at this scale: permuting its positions after 1,000 steps cost it -0.000 nats with positions
     # initialised at the tokens' scale and +0.002 with 32-byte sequences (2,500 steps of this recipe left it level with
@@ -188,7 +193,9 @@ _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     (("beyond_encodings",), or_null(each_entry(encoding_problem), "every registered encoding")),
     *(((k,), each_entry(positive_int_problem)) for k in ("train_lengths", "eval_lengths", "beyond_eval_lengths")),
     (("eval_protocol",), lambda protocol: choice_problem(protocol, ("nonoverlapping", "sliding", "both"))),
-    *(((k,), or_null(positive_int_problem, "the whole validation split")) for k in ("eval_tokens", "context_use_tokens")),
+    *(((k,), or_null(positive_int_problem, "the whole validation split"))
+      for k in ("eval_tokens", "context_use_tokens", "attention_scale_tokens")),
+    (("attention_scales",), each_entry(positive_number_problem)),
     (("sliding_stride",), or_null(positive_int_problem, "half the context")),
     *(((k,), positive_int_problem) for k in _COUNTS),
     (("train_jobs",), or_null(positive_int_problem, "one a usable core")),
@@ -259,6 +266,8 @@ class ExperimentParameters(Checked):
     eval_tokens: int | None
     sliding_stride: int | None
     context_use_tokens: int | None
+    attention_scales: list[float]  # attention logits scaled by each at evaluation (09)
+    attention_scale_tokens: int | None
     unigram_margin: float | None  # nats below the unigram baseline
     probe_sequences: int
     probe_eval_sequences: int

@@ -23,8 +23,8 @@ from .utils import REPO_ROOT, atomic_write
 # %% auto #0
 __all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'StaleTable', 'read_table',
            'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table', 'probe_table', 'mlm_table',
-           'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table', 'counting_table',
-           'notebook_verdicts', 'render', 'readme_blocks', 'update_readme', 'claims_table']
+           'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table', 'attention_scale_table',
+           'counting_table', 'notebook_verdicts', 'render', 'readme_blocks', 'update_readme', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
@@ -176,6 +176,16 @@ def beyond_table(figures: Path) -> str:
     return markdown_table(table)
 
 
+def attention_scale_table(figures: Path) -> str:
+    "NoPos and ALiBi with sharper attention: perplexity over the unscaled one at the training length, mean ± std over seeds."
+    sweep = read_table(figures, "attention_scale.csv", ["encoding", "seed", "scale", "context_length", "relative"])
+    summary = seed_summary(sweep, ["encoding", "scale", "context_length"], "relative")
+    summary["text"] = format_mean_std(summary, "relative", 3)
+    table = summary.pivot(index=["encoding", "scale"], columns="context_length", values="text")
+    table = table.loc[list(dict.fromkeys(zip(summary.encoding, summary.scale)))]
+    return markdown_table(table.set_axis([f"{label(e)}, {s}" for e, s in table.index]))
+
+
 def counting_table(figures: Path) -> str:
     "How the first block's output spread falls with position in the causal model: each law's fit."
     fits = read_table(figures, "counting_spread_fits.csv", ["model", "layer", "law", "p", "rms_log_error"]).query("model == 'causal' and layer == 1")
@@ -195,6 +205,7 @@ TABLES = {
     "loss_by_position": loss_by_position_table,
     "word_order": word_order_table,
     "beyond": beyond_table,
+    "attention_scale": attention_scale_table,
     "counting": counting_table,
 }
 

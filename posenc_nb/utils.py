@@ -28,9 +28,9 @@ import posenc_nb
 # %% auto #0
 __all__ = ['REPO_ROOT', 'QUIET_WAIT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file',
            'check_sha256', 'atomic_write', 'write_json', 'file_in_the_way', 'closest', 'suggest', 'unwritable',
-           'positive_int_problem', 'non_negative_problem', 'fraction_problem', 'choice_problem', 'each_entry',
-           'explained', 'or_null', 'check_value', 'positive_int', 'model_device', 'frozen', 'disk_full', 'debugging',
-           'run_command']
+           'positive_int_problem', 'non_negative_problem', 'positive_number_problem', 'fraction_problem',
+           'choice_problem', 'each_entry', 'explained', 'or_null', 'check_value', 'positive_int', 'model_device',
+           'frozen', 'disk_full', 'debugging', 'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
@@ -168,6 +168,12 @@ def non_negative_problem(value) -> str | None:
     "What is wrong with the number `value` as one that may be 0 but not less (a seed, a weight decay); None when nothing is."
     if not value >= 0:
         return f"must be >= 0, got {value!r}"
+
+
+def positive_number_problem(value) -> str | None:
+    "What is wrong with `value` as a positive, finite number (a scale factor); None when nothing is."
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not 0 < value < float("inf"):
+        return f"must be a positive number, got {value!r}"
 
 
 def fraction_problem(value) -> str | None:

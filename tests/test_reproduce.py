@@ -29,7 +29,7 @@ ENCODINGS = SMOKE["encodings"]
 # Every figure (PNG + SVG) and table the experiments write, with the columns a reader (and the README) relies on.
 FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
-           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper",
+           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper", "attention_scale",
            *(f"training_curves_{name}" for name in ["positive_arm", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
                                                      "table3_train_lengths", "probe", "mlm_control", "appendix",
                                                      "beyond_the_paper", "how_nopos_counts"])]
@@ -57,6 +57,7 @@ TABLES = {
     "beyond_perplexity": ["encoding", "variant", "context_length", "perplexity"],
     "beyond_probe": ["encoding", "layer", "mad", "random_mad"],
     "beyond_the_paper": ["encoding", "variant", "extrapolation_ratio", "probe_best"],
+    "attention_scale": ["encoding", "seed", "scale", "factor", "context_length", "perplexity", "relative"],
 }
 
 
@@ -164,7 +165,8 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     it, so every claim is not tested, naming the check), and writes a README whose every block comes from this run."""
     _, figures, _, _ = smoke
     claims = read_claims(figures)
-    assert set(claims.notebook) == {"01_extrapolation", "04_table2_model_sizes", "06_probe", "07_mlm_control", "08_appendix"}
+    assert set(claims.notebook) == {"01_extrapolation", "04_table2_model_sizes", "06_probe", "07_mlm_control", "08_appendix",
+                                    "09_beyond_the_paper"}
     assert (claims.status == "not tested").all() and claims.ours.str.contains("the positive arm").all(), claims.ours.tolist()
     readme = readme_blocks((figures / "README.md").read_text())
     assert set(readme) == set(readme_blocks((REPO_ROOT / "README.md").read_text()))
