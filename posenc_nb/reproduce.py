@@ -28,6 +28,7 @@ from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
 from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command, unwritable
+from .workers import usable_jobs
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',

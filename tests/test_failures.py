@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import torch
 from papermill.iorw import LocalHandler
@@ -36,6 +37,7 @@ from posenc_nb.profiles import PROFILES, check_parameters
 from posenc_nb.scores import run_perplexity
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
+from posenc_nb.workers import usable_jobs
 from test_train import POSENC_TRAIN, TINY, partial_run, runs_root, weights, write_config  # noqa: F401 (runs_root: a fixture)
 
 @pytest.fixture(scope="module")
@@ -548,6 +550,15 @@ def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatc
     assert code == 130 and "01_only" in err, err
     assert not [p for p in out.rglob("*") if p.is_file()]  # the interrupted notebook published nothing
 
+
+def test_a_full_run_records_how_many_models_ran_side_by_side(tmp_path, capsys):
+    "train_jobs None (the cpu profile's) is recorded as the number this machine allowed; before, the run crashed there."
+    experiments = experiment(tmp_path / "experiments", "01_only", "from pathlib import Path\nPath(out_dir, 'done.csv').write_text('a\\n')")
+    out = tmp_path / "figs"
+    code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments, "train_jobs=null"], capsys)
+    assert code == 0, err
+    timings = pd.read_csv(out / "reproduce_timings.csv")
+    assert list(timings.notebook) == ["01_only"] and list(timings.train_jobs) == [usable_jobs()], timings
 
 
 def as_console_script(prog: str, *args, **popen) -> subprocess.Popen:
