@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib
 import os
 import signal
-import sys
 import threading
 from functools import partial
 

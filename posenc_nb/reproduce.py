@@ -28,7 +28,7 @@ from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
 from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command, unwritable
-from .workers import usable_jobs
+from .workers import side_by_side_jobs
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',
@@ -283,7 +283,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     if launcher == "torchrun":
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     with _only_runner(out_dir):
-        timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=params["train_jobs"] or usable_jobs())
+        timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
     if not only:
         timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand

@@ -23,8 +23,8 @@ from .train import train
 from .utils import positive_int
 
 # %% auto #0
-__all__ = ['MODEL_MEMORY', 'WorkerError', 'TrainingJobError', 'usable_jobs', 'map_side_by_side', 'run_identity', 'call_on_model',
-           'train_runs', 'time_side_by_side']
+__all__ = ['MODEL_MEMORY', 'WorkerError', 'TrainingJobError', 'usable_jobs', 'side_by_side_jobs', 'map_side_by_side',
+           'run_identity', 'call_on_model', 'train_runs', 'time_side_by_side']
 
 # %% ../nbs/12a_workers.ipynb #151564b8
 class WorkerError(RuntimeError):
@@ -98,15 +98,15 @@ def usable_jobs() -> int:
     return max(1, min(cores, cores if memory is None else memory // MODEL_MEMORY))
 
 
-def _jobs(jobs: int | None) -> int:
-    "`jobs` checked, None read as `usable_jobs()`."
+def side_by_side_jobs(jobs: int | None) -> int:
+    "How many processes `jobs` asks for: checked, None read as `usable_jobs()`."
     return usable_jobs() if jobs is None else positive_int(jobs, "jobs")
 
 # %% ../nbs/12a_workers.ipynb #f88c05e2
 def map_side_by_side(fn, calls: list[dict], jobs: int | None = 1) -> list:
     """`[fn(**kwargs) for kwargs in calls]`, with `jobs` > 1 (None: `usable_jobs()`) side by side in one-thread
     processes; results in call order."""
-    workers = min(_jobs(jobs), len(calls))
+    workers = min(side_by_side_jobs(jobs), len(calls))
     if workers <= 1:
         return [fn(**kwargs) for kwargs in calls]
     failed = lambda i, error: WorkerError(i, error, f"call {i} of {fn.__name__}")
@@ -131,7 +131,7 @@ def train_runs(configs, jobs: int | None = 1) -> list[Run]:
     (None: `usable_jobs()`) the unfinished ones first train side by side, one process each."""
     configs = list(configs)
     unfinished = {run_dir(cfg): cfg for cfg in configs if not (read_meta(run_dir(cfg)) or {}).get("finished")}
-    workers = min(_jobs(jobs), len(unfinished))
+    workers = min(side_by_side_jobs(jobs), len(unfinished))
     if workers > 1:
         tasks = {out_dir: (train, dict(cfg=cfg, out_dir=out_dir, progress=False)) for out_dir, cfg in unfinished.items()}
         _side_by_side(tasks, workers, lambda out_dir, error: TrainingJobError(unfinished[out_dir], out_dir, error))
