@@ -12,9 +12,10 @@ import torch
 
 from .config import TrainConfig
 from .special_tokens import SpecialIds
+from .tasks import task_examples
 
 # %% auto #0
-__all__ = ['IGNORE', 'train_batch', 'derived_seed', 'mask_for_mlm', 'lm_batch', 'eval_windows']
+__all__ = ['IGNORE', 'train_batch', 'derived_seed', 'mask_for_mlm', 'task_batch', 'lm_batch', 'eval_windows']
 
 # %% ../nbs/05a_batches.ipynb #65bc2ebd
 def train_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int, step: int, rank: int = 0, world_size: int = 1) -> torch.Tensor:
@@ -57,13 +58,27 @@ def mask_for_mlm(tokens: torch.Tensor, mask_prob: float, vocab_size: int, seed: 
     inputs = torch.where(selected & (action >= 0.8) & (action < 0.9), random_ids, inputs)
     return inputs, torch.where(selected, tokens, IGNORE), n_selected
 
+# %% ../nbs/05a_batches.ipynb #68945013
+def task_batch(cfg: TrainConfig, step: int, rank: int = 0, world_size: int = 1, batch_size: int | None = None,
+               stream: int = _MASK) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """This process's rows of batch `step` of `cfg.task`, drawn from `(seed, step, stream)`: (inputs, targets, number of
+    scored targets in the whole batch); the targets of the source and the padding are `IGNORE`."""
+    batch_size = batch_size or cfg.batch_size
+    ids, scored = task_examples(cfg.task, batch_size, derived_seed(cfg.seed, step, stream), width=cfg.seq_len)
+    rows = slice(rank * batch_size // world_size, (rank + 1) * batch_size // world_size)
+    targets = torch.where(scored[:, 1:], ids[:, 1:], IGNORE)
+    return ids[rows, :-1], targets[rows], int(scored[:, 1:].sum())
+
 
 def lm_batch(tokens: np.ndarray, cfg: TrainConfig, step: int, rank: int = 0, world_size: int = 1,
              batch_size: int | None = None, stream: int = _MASK, specials: SpecialIds = SpecialIds()
              ) -> tuple[torch.Tensor, torch.Tensor, int]:
     """This process's rows of batch `step`: (inputs, targets, number of scored targets in the whole batch).
-    clm: targets are the next tokens; mlm: masked inputs (with the tokenizer's `specials`) and the masked tokens."""
+    clm: targets are the next tokens; mlm: masked inputs (with the tokenizer's `specials`) and the masked tokens.
+    A `cfg.task` draws its examples instead (`tokens` unused) and scores their answers only."""
     batch_size = batch_size or cfg.batch_size
+    if cfg.task:
+        return task_batch(cfg, step, rank, world_size, batch_size, stream)
     x = train_batch(tokens, batch_size=batch_size, seq_len=cfg.seq_len, seed=cfg.seed, step=step, rank=rank,
                     world_size=world_size)
     if cfg.objective == "clm":

@@ -21,7 +21,9 @@ class CheckpointError(RuntimeError):
 
 # %% ../nbs/06b_checksums.ipynb #b7d40f19
 def input_files(cfg: TrainConfig) -> dict[str, Path]:
-    "The files a run of `cfg` learns from: its tokenizer, and the train and validation tokens it made (when it exists)."
+    "The files a run of `cfg` learns from: its tokenizer, and the train and validation tokens it made (when it exists); none for a task."
+    if cfg.task:  # its examples are made from the seed as it trains
+        return {}
     tokenizer = Path(cfg.tokenizer) if cfg.tokenizer is not None else tokenizer_path(cfg.corpus, cfg.vocab_size)
     if not tokenizer.is_file():  # the token caches are named after it
         return dict(tokenizer=tokenizer)

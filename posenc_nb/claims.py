@@ -16,10 +16,10 @@ from .seeds import beyond_spread, seed_gap
 
 # %% auto #0
 __all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'BYTES_PER_TOKEN', 'PAPER_GAP', 'STATEMENTS', 'MASKED_COLLAPSE',
-           'SCALE_REACH', 'SCALE_COST', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of', 'Check',
-           'positive_arm_check', 'gate', 'paper_gaps', 'untested', 'competitive', 'extrapolation', 'size_trend',
-           'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'save_claims', 'write_claims_table',
-           'read_claims']
+           'SCALE_REACH', 'SCALE_COST', 'TASK_LEARNED', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of',
+           'Check', 'positive_arm_check', 'gate', 'paper_gaps', 'untested', 'competitive', 'extrapolation',
+           'size_trend', 'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation',
+           'save_claims', 'write_claims_table', 'read_claims']
 
 # %% ../nbs/12e_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -264,6 +264,39 @@ def attention_scale(long: dict, train: dict, unscaled_long, unscaled_train, long
     return Claim(**STATEMENTS["attention_scale"], status=status,
                  ours=f"NoPos's perplexity at {longest} over its unscaled one at {length}: unscaled {before.mean():.2f}x; "
                       f"best, {best}: {reach[best].mean():.2f}x{spread(reach[best])}, costing {cost[best].mean() - 1:+.1%} at {length}")
+
+# %% ../nbs/12e_claims.ipynb #31dacee4
+TASK_LEARNED = 0.95  # exact match over the training lengths that shows a model learned a task
+STATEMENTS["length_generalisation"] = dict(
+    claim="On synthetic tasks a model without positions goes furthest past its training lengths",
+    paper="Kazemnejad et al. (2023), exact match over test lengths 21-40 after training on 2-20 (110M decoder)",
+    rule=f"NoPos's mean exact match at the test lengths above every other encoding's beyond the seed spread reproduces, level "
+         f"within it partly; each compared only if every seed learned the task (at least {TASK_LEARNED} at the training "
+         "lengths); one seed, not established")
+
+
+def length_generalisation(task: str, test: dict, train: dict, published: dict | None = None) -> Claim:
+    """NoPos on `task` against the other encodings: `test` and `train` map an encoding to its exact match a seed over the
+    test and the training lengths (none: the task was not trained). Encodings that did not learn the task
+    (`TASK_LEARNED`) are left out, and named."""
+    learned = {e for e in test if (np.asarray(train[e], dtype=float) >= TASK_LEARNED).all()}
+    short = "; ".join(f"{e} {np.mean(train[e]):.2f}" for e in test if e not in learned)
+    unlearned = f"; below {TASK_LEARNED} exact match at the training lengths: {short}" if short else ""
+    statement = dict(STATEMENTS["length_generalisation"], claim=f"{STATEMENTS['length_generalisation']['claim']}: {task}")
+    if published:
+        statement["paper"] += ": " + ", ".join(f"{e} {v:.3f}" for e, v in published.items())
+    if not test:
+        return Claim(**statement, status="not tested", ours=f"the {task} task is not among the tasks this run trains")
+    if "nopos" not in learned or len(learned) < 2:
+        why = "the positive arm fails: " + ("NoPos did not learn the task" if "nopos" not in learned else
+                                            "no encoding with positions learned the task")
+        return Claim(**statement, status="not tested", ours=f"{why}{unlearned}")
+    best = max(learned - {"nopos"}, key=lambda e: np.mean(test[e]))
+    gap = seed_gap(test["nopos"], test[best])
+    status = _settled(gap, status_of(gap["real"] and gap["gap"] > 0, not gap["real"]))
+    return Claim(**statement, status=status,
+                 ours=f"exact match at the test lengths: NoPos {np.mean(test['nopos']):.3f} against {best} "
+                      f"{np.mean(test[best]):.3f} ({gap['gap']:+.3f}, {gap['verdict']}){unlearned}")
 
 # %% ../nbs/12e_claims.ipynb #39eb387c
 CLAIMS_FILE, CLAIMS_DIR = "claims.csv", "claims"

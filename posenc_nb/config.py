@@ -20,6 +20,7 @@ from .encodings import encoding_problem
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
 from .special_tokens import MIN_VOCAB_SIZE
+from .tasks import TASK_VOCAB_SIZE, task_problem, task_width
 from .utils import (choice_problem, closest, each_entry, explained, fraction_problem, non_negative_problem, or_null,
                              positive_int_problem)
 
@@ -147,6 +148,12 @@ def _split_problem(batch_size: int, grad_accum: int, world_size: int = 1) -> str
                 f"multiple of {world_size * grad_accum} or change grad_accum")
 
 
+def _vocab_problem(vocab_size: int, task: str | None) -> str | None:
+    "What is wrong with `vocab_size` for the corpus' bytes and special tokens, or for `task`'s own vocabulary."
+    least, holds = (MIN_VOCAB_SIZE, "256 bytes and the special tokens") if task is None else (TASK_VOCAB_SIZE, f"task {task!r}'s tokens")
+    return None if vocab_size >= least else f"must be at least {least} ({holds}), got {vocab_size}"
+
+# %% ../nbs/05_config.ipynb #f122690d
 _RULES = [  # (the keys a rule reads, the problem it finds in their values)
     *(((k,), positive_int_problem) for k in _POSITIVE),
     *(((k,), or_null(positive_int_problem, "the preset's value")) for k in ("n_layer", "n_head", "d_model")),
@@ -154,8 +161,12 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
     (("objective",), lambda v: choice_problem(v, OBJECTIVES)),
     (("pos_encoding",), encoding_problem),
     (("model",), lambda v: choice_problem(v, MODEL_PRESETS)),
-    (("vocab_size",), lambda v: None if v >= MIN_VOCAB_SIZE else
-     f"must be at least {MIN_VOCAB_SIZE} (256 bytes and the special tokens), got {v}"),
+    (("task",), or_null(task_problem, "the corpus")),
+    (("vocab_size", "task"), _vocab_problem),
+    (("seq_len", "task"), lambda s, t: None if t is None or s >= (w := task_width(t)) else
+     f"{s} cannot hold the longest training example of task {t!r}; set it to at least {w}"),
+    (("objective", "task"), lambda o, t: None if t is None or o == "clm" else
+     f"a task trains a causal LM, which answers by decoding; use objective=clm with task {t!r}"),
     (("batch_size", "grad_accum"), _split_problem),
     (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
      f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),
@@ -179,6 +190,7 @@ class _TrainKeys(Checked):
     corpus: str = "shakespeare"  # a `posenc_nb.corpora.load_corpus` name or a local path
     vocab_size: int = 2048
     tokenizer: str | None = None  # a tokenizers JSON file (e.g. GPT-2's); None: the corpus' own BPE of vocab_size entries
+    task: str | None = None  # a synthetic task of `posenc_nb.tasks` (e.g. "copy"), whose examples replace the corpus
     model: str = "cpu-tiny"  # a shape from `posenc_nb.model.PRESETS`; the next four keys override it
     n_layer: int | None = None
     n_head: int | None = None
@@ -235,6 +247,11 @@ class TrainConfig(_TrainKeys):
                                        max_len=self.max_len or self.seq_len, causal=self.objective == "clm",
                                        dropout=self.dropout, pos_options=dict(self.pos_options or {}), **shape)
 
+    @property
+    def source(self) -> str:
+        "What the run learns from, in words: its corpus, or `task NAME`."
+        return f"task {self.task}" if self.task else self.corpus
+
     def check_world_size(self, world_size: int):
         "Raise `ConfigError` unless the global batch splits evenly over `world_size` processes x `grad_accum`."
         if problem := _split_problem(self.batch_size, self.grad_accum, world_size):
@@ -285,6 +302,6 @@ def load_config(path: str | Path | None = None, **overrides) -> TrainConfig:
 
 
 def config_hash(cfg: TrainConfig) -> str:
-    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer` when set)."
-    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer") and not v)}
+    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer`, `task` when set)."
+    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer", "task") and not v)}
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:10]

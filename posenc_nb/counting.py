@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -16,8 +17,9 @@ from fastcore.meta import delegates
 from .checks import check_attention_layer, check_layers
 from .evaluate import perplexity_by_length
 from .order import masked_perplexity
-from .probe import (ProbeTraining, ProbeWindows, fit_probes, middle_mad, plot_baselines, probe_scores, random_mad,
-                             train_probe)
+from .probe import (ProbeTraining, ProbeWindows, fit_probes, hidden_states, middle_mad, plot_baselines, probe_scores,
+                             random_mad, train_probe)
+from .tasks import task_examples
 from .utils import frozen, model_device
 from .plots import add_caption, new_figure, style_axes
 
@@ -27,7 +29,7 @@ __all__ = ['POWER_LAWS', 'FLOOR_LAW', 'LAYER_AXIS', 'LEGEND_BELOW', 'visible_key
            'spread_by_position', 'law_curve', 'power_law_fits', 'plot_spread', 'deviation_features', 'counting_probes',
            'series_colors', 'plot_counting_probes', 'equalised_deviation', 'equalised_deviations', 'uniform_attention',
            'replaced_attention_output', 'mean_attention_output', 'resampled_attention_output', 'model_perplexity',
-           'intervention_effects', 'plot_interventions']
+           'intervention_effects', 'plot_interventions', 'position_readability', 'rank_correlation']
 
 # %% ../nbs/16_counting.ipynb #961e31c1
 def visible_keys(model, seq_len: int) -> torch.Tensor:
@@ -318,3 +320,25 @@ def plot_interventions(df: pd.DataFrame, caption: str | None = None):
     if caption:
         add_caption(fig, caption)
     return fig
+
+# %% ../nbs/16_counting.ipynb #6c9573ae
+@delegates(ProbeTraining)
+def position_readability(model, task: str, lengths, layer: int | None = None, n_train: int = 256, n_select: int = 64,
+                         n_eval: int = 64, seed: int = 0, **kwargs) -> pd.DataFrame:
+    "Per length of `lengths`: the held-out probe scores of position at `layer` on examples of `task` of that length, a row each."
+    layer = check_layers(model, [model.config.n_layer if layer is None else layer])[0]
+    rows, n = [], n_train + n_select + n_eval
+    for length in lengths:
+        ids, _ = task_examples(task, n, seed=seed + length, lengths=[length])
+        states = hidden_states(model, ids, [layer])[0].to(model_device(model))
+        probe = train_probe(states[:n_train], states[n_train : n_train + n_select], "mlp", seed, **kwargs)
+        width = ids.shape[1]
+        rows.append(dict(task=task, length=length, layer=layer, width=width, **probe_scores(probe, states[n_train + n_select :]),
+                         random_mad=random_mad(width), middle_mad=middle_mad(width)))
+    return pd.DataFrame(rows)
+
+
+def rank_correlation(x, y) -> float:
+    "Spearman's rank correlation of `x` and `y` (average ranks for ties); NaN when either is constant."
+    x, y = pd.Series(np.asarray(x, dtype=float)).rank(), pd.Series(np.asarray(y, dtype=float)).rank()
+    return float(x.corr(y)) if x.nunique() > 1 and y.nunique() > 1 else math.nan

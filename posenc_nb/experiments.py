@@ -135,7 +135,7 @@ def _curve_group(run: Run) -> dict:
     "What puts runs on separate panels of the training curves."
     cfg, shape = run.config, run.config.model_config()
     layers = f"{shape.n_layer} layer{'s' * (shape.n_layer > 1)}"
-    return dict(objective=cfg.objective, corpus=cfg.corpus, model=f"{layers}, {shape.n_head} heads, d_model {shape.d_model}",
+    return dict(objective=cfg.objective, corpus=cfg.source, model=f"{layers}, {shape.n_head} heads, d_model {shape.d_model}",
                 context=f"L={cfg.seq_len}", tokens=f"{format_count(training_tokens(run))} tokens")
 
 

@@ -20,7 +20,8 @@ from .workers import train_runs
 
 # %% auto #0
 __all__ = ['Grid', 'run_config', 'model_parameters', 'model_size_variants', 'core_grid', 'masked_grid', 'nopos_twins',
-           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'shared_runs', 'experiment_grids']
+           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'task_grid', 'shared_runs',
+           'experiment_grids']
 
 # %% ../nbs/12d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -124,6 +125,11 @@ def beyond_grid(train_settings: dict, corpus: str, beyond_encodings, seeds) -> G
     "The encodings beyond the paper (None: every registered encoding), as core models."
     return core_grid(train_settings, corpus, beyond_encodings or list(ENCODINGS), seeds)
 
+
+def task_grid(task_settings: dict, tasks, encodings, seeds) -> Grid:
+    "The synthetic-task models (`posenc_nb.tasks`): a variant per task, each of `task_settings` with its `task`."
+    return Grid(task_settings, {task: dict(task=task) for task in tasks}, list(encodings), list(seeds))
+
 # %% ../nbs/12d_grids.ipynb #0597cca7
 def shared_runs(runs: dict, grid: Grid) -> list:
     "The keys of `runs` whose run is one of `grid`'s (the same config, so the same folder): the runs a table reuses."
@@ -149,4 +155,5 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
         "08_appendix": [core],
         "09_beyond_the_paper": [beyond_grid(ts, corpus, p["beyond_encodings"], tseeds), core_grid(ts, corpus, ["nopos", "alibi"], seeds)],
         "10_how_nopos_counts": twins,
+        "11_length_generalisation": [task_grid(p["task_settings"], p["tasks"], p["task_encodings"], seeds)],
     }

@@ -142,7 +142,10 @@ class Processes:
 # %% ../nbs/06a_learner.ipynb #3901aeaa
 def _token_streams(cfg: TrainConfig, progress: bool) -> tuple[list, SpecialIds]:
     """The train and validation tokens of `cfg` and where its tokenizer keeps the special tokens; `ConfigError` unless the
-    model's vocabulary holds the tokenizer's and each split holds a window of `seq_len + 1` tokens."""
+    model's vocabulary holds the tokenizer's and each split holds a window of `seq_len + 1` tokens. A task has neither:
+    its batches are drawn as it trains (`lm_batch`)."""
+    if cfg.task:
+        return [None, None], SpecialIds()
     tokenizer = tokenizer_of(cfg)
     if (size := tokenizer.get_vocab_size()) > cfg.vocab_size:
         raise ConfigError([("vocab_size", f"{cfg.vocab_size} is smaller than the {size} entries of tokenizer {cfg.tokenizer} "

@@ -53,7 +53,7 @@ def _plan_row(cfg: TrainConfig, tflops: float) -> dict:
     shape, parameters = cfg.model_config(), model_parameters(cfg)
     flops = training_flops(cfg, parameters)
     return dict(run=run_dir(cfg).name, config_hash=config_hash(cfg), encoding=cfg.pos_encoding, objective=cfg.objective,
-                corpus=cfg.corpus, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head,
+                corpus=cfg.source, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head,
                 parameters=parameters, batch_size=cfg.batch_size, steps=cfg.max_steps, tokens=training_tokens_of(cfg),
                 seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600, folder=str(run_dir(cfg)), config=cfg)
 

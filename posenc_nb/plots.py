@@ -62,19 +62,19 @@ def _tokens_part(train_tokens: int | Mapping[str, int]) -> str:
     return f"{format_count(train_tokens)} training tokens per model"
 
 
-def caption(profile: str, corpus: str, train_tokens: int | Mapping[str, int], seeds: Iterable[int], **extra) -> str:
+def caption(profile: str, corpus: str | None, train_tokens: int | Mapping[str, int], seeds: Iterable[int], **extra) -> str:
     """One provenance line: profile, corpus, training tokens per model (a count, or `{group: count}`), seeds, then any
-    `extra` key=value pairs."""
+    `extra` key=value pairs; no corpus (None) for models of a synthetic task."""
     seeds = sorted(set(seeds))
     if not seeds:
         raise ValueError("caption needs at least one seed: say which training runs the figure shows")
-    parts = [f"profile {profile}", f"corpus {corpus}", _tokens_part(train_tokens),
+    parts = [f"profile {profile}", *([f"corpus {corpus}"] if corpus else []), _tokens_part(train_tokens),
              f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"]
     parts += [f"{k.replace('_', ' ')} {v}" for k, v in extra.items()]
     return " · ".join(parts)
 
 # %% ../nbs/08_plots.ipynb #ad34a37a
-_RUN_FIELDS = dict(objective="{}", corpus="{}", model="{}", n_layer="{} layers", d_model="d_model {}", seq_len="L={}",
+_RUN_FIELDS = dict(objective="{}", task="task {}", corpus="{}", model="{}", n_layer="{} layers", d_model="d_model {}", seq_len="L={}",
                    batch_size="batch {}", pos_encoding="{}", seed="seed {}")
 
 
@@ -98,8 +98,9 @@ def run_caption(runs, profile: str, **extra) -> str:
     runs = list(runs)
     if not runs:
         raise ValueError("run_caption needs at least one training run")
-    corpora = ", ".join(sorted({r.config.corpus for r in runs}))
-    return caption(profile, corpora, run_tokens(runs), [r.config.seed for r in runs], **extra)
+    corpora = ", ".join(sorted({r.config.corpus for r in runs if not r.config.task})) or None  # a task run has none
+    tasks = ", ".join(sorted({r.config.task for r in runs if r.config.task}))
+    return caption(profile, corpora, run_tokens(runs), [r.config.seed for r in runs], **({"synthetic_task": tasks} if tasks else {}), **extra)
 
 # %% ../nbs/08_plots.ipynb #8c122641
 PANEL_SIZE = (4.8, 3.4)  # inches per panel

@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import TRAIN_PRESETS, Checked, ConfigError, TrainConfig
-from .encodings import encoding_problem
+from .encodings import ENCODINGS, encoding_problem
 from .published_corpora import HUB_CORPORA, SOURCES
+from .tasks import TASK_VOCAB_SIZE, TASKS, task_problem, task_width
 from .utils import (REPO_ROOT, check_value, choice_problem, each_entry, non_negative_problem, or_null,
                              positive_int_problem, positive_number_problem, suggest)
 
 # %% auto #0
-__all__ = ['PROFILES', 'DEFAULT_OUT', 'ExperimentParameters', 'committed_figures', 'check_parameters', 'check_overrides',
-           'profile_parameters']
+__all__ = ['TASK_SEQ_LEN', 'PROFILES', 'DEFAULT_OUT', 'ExperimentParameters', 'committed_figures', 'check_parameters',
+           'check_overrides', 'profile_parameters']
 
 # %% ../nbs/05b_profiles.ipynb #9cf39536
 _COMMON = dict(
@@ -41,7 +42,12 @@ _COMMON = dict(
     probe_epochs=2,
     word_order_samples=100,
     position_segments=8,
+    tasks=list(TASKS),  # the synthetic tasks of 11_length_generalisation
+    task_encodings=["nopos", "t5", "alibi", "rope", "sinusoidal"],  # the published five (learned positions stop at seq_len)
+    task_examples=100,  # exact-match examples at each length, the same questions for every model
+    task_probe_sequences=256,  # examples of each test length a position probe trains on (the repeat task's NoPos)
 )
+TASK_SEQ_LEN = max(task_width(task) for task in TASKS)  # every task's longest training example fits
 
 PROFILES: dict[str, dict] = {}
 DEFAULT_OUT = {"smoke": "runs/smoke-figures", "cpu": "figures", "paper": "runs/paper-figures", "gpu": "runs/gpu-figures"}  # relative to the repo
@@ -69,6 +75,11 @@ PROFILES["smoke"] = dict(
     attention_scale_tokens=512,
     position_segments=4,
     mlm_settings={},
+    task_settings=dict(TRAIN_PRESETS["smoke"], vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN),
+    tasks=["repeat", "copy"],  # the counting link's task and one more
+    task_encodings=["nopos", "alibi"],
+    task_examples=4,
+    task_probe_sequences=8,
 )
 
 # %% ../nbs/05b_profiles.ipynb #2b349e31
@@ -116,6 +127,20 @@ PROFILES["cpu"] = dict(
     train_jobs=None,  # one model a usable core (memory allowing), one thread each: 2 on the 2-core machines
 )
 
+# %% ../nbs/05b_profiles.ipynb #138940c6
+PROFILES["cpu"].update(
+    # Synthetic tasks, one recipe for every encoding, chosen on the in-distribution bar alone (TASK_LEARNED, 0.95) from a
+    # seed-0 pilot (exact match over the training lengths, 50 questions a length): 2 layers of width 64, 64 examples a
+    # step, 500 steps learn the repeat task (all five encodings 0.98 to 1.00), not replace (0.02 to 0.04; 1,000 steps:
+    # NoPos 0.43, RoPE 0.08); 1,000 steps do not learn copy (NoPos 0.02, RoPE 0.03). With 4 layers and 2,000 steps
+    # (NoPos and RoPE only) replace is learned (both 1.00) and copy by RoPE (1.00) but not NoPos (0.10): four times
+    # the cost a model, past this notebook's share of the time. So this profile runs the repeat task only.
+    task_settings=dict(model="cpu-tiny", n_layer=2, n_head=4, d_model=64, vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN,
+                       batch_size=64, lr=3e-3, min_lr=3e-4, warmup_steps=50, max_steps=500, eval_interval=500,
+                       eval_batches=4, log_interval=50, checkpoint_interval=500),
+    tasks=["repeat"],
+)
+
 # %% ../nbs/05b_profiles.ipynb #f12ceeec
 PROFILES["paper"] = dict(
     _COMMON,
@@ -137,6 +162,11 @@ PROFILES["paper"] = dict(
     table_seeds=[0, 1, 2],
     probe_sequences=4096,
     mlm_settings=dict(model="gpt3-350m", seq_len=128, batch_size=8192, grad_accum=32, lr=1e-3, min_lr=1e-4, dropout=0.1),
+    # the published length-generalisation runs: a 12-layer width-768 decoder, 64 examples a step, 40k steps at lr 3e-5
+    # (6% warm-up), weight decay 0.05, dropout 0.1 (their schedule decays polynomially; ours, cosine)
+    task_settings=dict(model="gpt3-125m", vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN, batch_size=64, lr=3e-5,
+                       min_lr=0.0, warmup_steps=2400, max_steps=40_000, weight_decay=0.05, dropout=0.1, eval_interval=2000,
+                       eval_batches=20, log_interval=50, checkpoint_interval=2000),
 )
 
 # %% ../nbs/05b_profiles.ipynb #f55a96d5
@@ -163,6 +193,11 @@ PROFILES["gpu"] = dict(
     sliding_stride=256,
     probe_sequences=2048,
     mlm_settings={},  # the masked LMs train with the causal recipe unchanged (the cpu profile halves their steps)
+    # Not yet run: 4 layers of width 256 for 5,000 steps, sized from the cpu pilot (4 layers of width 64 learned replace
+    # in 2,000 steps, and copy with RoPE, not NoPos); its in-distribution table shows whether every task was learned.
+    task_settings=dict(model="cpu-small", vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN, batch_size=64, lr=1e-3,
+                       min_lr=1e-4, warmup_steps=250, max_steps=5000, eval_interval=500, eval_batches=8, log_interval=50,
+                       checkpoint_interval=1000),
 )
 
 # %% ../nbs/05b_profiles.ipynb #5d4800c4
@@ -180,7 +215,16 @@ def _compares_nopos(encodings: list[str]) -> str | None:
         return f"{encodings} must hold 'nopos' and an encoding with positions: the tables compare them"
 
 
-_COUNTS = ("probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments")
+def _task_encoding_problem(name: str) -> str | None:
+    "What is wrong with `name` as an encoding of the synthetic tasks, whose models are tested past their training width."
+    if problem := encoding_problem(name):
+        return problem
+    if ENCODINGS[name].length_limit:
+        return f"{name!r} has no positions past seq_len, so it cannot reach the test lengths; leave it out"
+
+# %% ../nbs/05b_profiles.ipynb #f91f2d25
+_COUNTS = ("probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments",
+           "task_examples", "task_probe_sequences")
 _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     (("profile",), lambda name: choice_problem(name, PROFILES)),
     (("out_dir",), lambda folder: None if folder.strip() else f"must be the path of a folder, got {folder!r}"),
@@ -191,6 +235,8 @@ _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     *(((k,), each_entry(encoding_problem)) for k in ("encodings", "table_encodings", "mlm_encodings")),
     *(((k,), _compares_nopos) for k in ("table_encodings", "mlm_encodings")),
     (("beyond_encodings",), or_null(each_entry(encoding_problem), "every registered encoding")),
+    (("tasks",), each_entry(task_problem)),
+    (("task_encodings",), lambda encodings: each_entry(_task_encoding_problem)(encodings) or _compares_nopos(encodings)),
     *(((k,), each_entry(positive_int_problem)) for k in ("train_lengths", "eval_lengths", "beyond_eval_lengths")),
     (("eval_protocol",), lambda protocol: choice_problem(protocol, ("nonoverlapping", "sliding", "both"))),
     *(((k,), or_null(positive_int_problem, "the whole validation split"))
@@ -231,6 +277,8 @@ _TOGETHER = [  # (the parameters a rule reads, the problem it finds in their val
      lambda sizes, base: next(filter(None, (_config_problem({**base, **size}) for size in sizes.values())), None)),
     (("mlm_settings", "train_settings"), lambda mlm, base: _config_problem({**base, **mlm, "objective": "mlm"})),
     (("corpora_settings", "train_settings"), lambda changes, base: _config_problem({**base, **changes})),
+    (("task_settings", "tasks"), lambda settings, tasks: next(filter(None, (_config_problem({**settings, "task": task})
+                                                                             for task in tasks)), None)),
     (("eval_lengths", "train_settings"), _eval_lengths_problem),
     (("train_lengths", "train_settings"), _train_lengths_problem),
     (("shuffled_sentence", "sentence"), lambda shuffled, sentence: None if sorted(shuffled.split()) == sorted(sentence.split())
@@ -240,8 +288,7 @@ _TOGETHER = [  # (the parameters a rule reads, the problem it finds in their val
 # %% ../nbs/05b_profiles.ipynb #e53437d4
 @dataclass(kw_only=True)
 class ExperimentParameters(Checked):
-    """The parameters of the experiment notebooks, each with its type, checked as a whole: a profile gives each its
-    value (every one but `out_dir`), a notebook or the command line may change some."""
+    "The experiment notebooks' parameters, typed and checked as a whole: a profile's values (but `out_dir`), some changed."
 
     profile: str = "cpu"  # the entry of `PROFILES` the values come from
     out_dir: str = "."  # the folder the notebook writes its figures and tables to
@@ -276,8 +323,12 @@ class ExperimentParameters(Checked):
     position_segments: int
     sentence: str
     shuffled_sentence: str
+    task_settings: dict  # `TrainConfig` keys of the synthetic-task models (11)
+    tasks: list[str]
+    task_encodings: list[str]
+    task_examples: int  # exact-match examples at each length
+    task_probe_sequences: int
     train_jobs: int | None  # models trained side by side (None: one a usable core, memory allowing)
-
     rules, unknown = [*_ALONE, *_TOGETHER], "not a parameter of the experiment notebooks"
 
 # %% ../nbs/05b_profiles.ipynb #0a3deed9

@@ -24,7 +24,8 @@ from .utils import REPO_ROOT, atomic_write
 __all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'StaleTable', 'read_table',
            'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table', 'probe_table', 'mlm_table',
            'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table', 'attention_scale_table',
-           'counting_table', 'notebook_verdicts', 'render', 'readme_blocks', 'update_readme', 'claims_table']
+           'counting_table', 'length_generalisation_table', 'notebook_verdicts', 'render', 'readme_blocks',
+           'update_readme', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
@@ -191,6 +192,21 @@ def counting_table(figures: Path) -> str:
     fits = read_table(figures, "counting_spread_fits.csv", ["model", "layer", "law", "p", "rms_log_error"]).query("model == 'causal' and layer == 1")
     return markdown_table(fits.set_index("law")[["p", "rms_log_error"]].round(3).rename(columns={"p": "exponent p", "rms_log_error": "rms log error"}))
 
+
+def length_generalisation_table(figures: Path) -> str:
+    "Exact match on the synthetic tasks per task and encoding (mean ± std over seeds) beside the published models'."
+    df = read_table(figures, "length_generalisation_summary.csv", ["task", "label", "train", "test", "test_std", "at_longest",
+                                                                   "at_longest_std", "n_seeds", "learned", "published_ood",
+                                                                   "published_ood_std", "published_at_40"])
+    spread = lambda mean, std, n: f"{mean:.3f} ± {std:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
+    table = pd.DataFrame({"training lengths": [f"{t:.3f}" + ("" if ok else " (not learned)") for t, ok in zip(df.train, df.learned)],
+                          "21-40": list(map(spread, df.test, df.test_std, df.n_seeds)),
+                          "at 40": list(map(spread, df.at_longest, df.at_longest_std, df.n_seeds)),
+                          "published 21-40": [f"{m:.3f} ± {s:.3f}" for m, s in zip(df.published_ood, df.published_ood_std)],
+                          "published at 40": df.published_at_40.map("{:.3f}".format).values},
+                         index=[f"{task}: {name}" for task, name in zip(df.task, df.label)])
+    return markdown_table(table)
+
 # %% ../nbs/14b_report.ipynb #dfc48dfb
 TABLES = {
     "budget": budget_table,
@@ -207,6 +223,7 @@ TABLES = {
     "beyond": beyond_table,
     "attention_scale": attention_scale_table,
     "counting": counting_table,
+    "length_generalisation": length_generalisation_table,
 }
 
 # %% ../nbs/14b_report.ipynb #ebdae80e

@@ -33,7 +33,7 @@ from .workers import side_by_side_jobs
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',
            'declared_defaults', 'parameters_source', 'write_parameters', 'ReproductionError', 'run_notebook',
-           'reproduce', 'dry_run', 'main']
+           'record_timings', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -264,11 +264,22 @@ def _run_all(todo: list, out_dir: Path, log) -> list[dict]:
     return timings
 
 # %% ../nbs/14_reproduce.ipynb #30adbc0e
+def record_timings(timings: pd.DataFrame, path: Path, whole: bool):
+    """Write a run's `timings` to `path`: a `whole` run's replace the file; those of a run of some notebooks (`--only`)
+    replace those notebooks' rows in the file of an earlier run of the same profile, so a notebook added later joins it."""
+    if not whole:
+        if not path.is_file() or set(pd.read_csv(path).profile) != set(timings.profile):
+            return
+        earlier = pd.read_csv(path)
+        timings = pd.concat([earlier[~earlier.notebook.isin(timings.notebook)], timings]).sort_values("notebook")
+    timings.to_csv(path, index=False)
+
+
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
               nproc_per_node: int = 1) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
-    time, also written to `out_dir`/reproduce_timings.csv after a run of every notebook. Each notebook's executed copy,
+    time, also written to `out_dir`/reproduce_timings.csv (`record_timings`). Each notebook's executed copy,
     figures and tables reach `out_dir` together, only if it succeeds; other results than the cpu profile's reach the
     committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter like any
     other; None: one a usable core). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one through torchrun on
@@ -284,8 +295,8 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     with _only_runner(out_dir):
         timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
+    record_timings(timings.drop(columns="executed"), out_dir / "reproduce_timings.csv", whole=not only)
     if not only:
-        timings.drop(columns="executed").to_csv(out_dir / "reproduce_timings.csv", index=False)
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
         if out_dir != committed_figures():
             readme = Path(shutil.copyfile(readme, out_dir / "README.md"))

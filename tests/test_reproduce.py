@@ -20,6 +20,7 @@ from posenc_nb.report import readme_blocks
 from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, notebook_parameters,
                                  parameters_source, run_notebook)
 from posenc_nb.plan import training_plan
+from posenc_nb.tasks import TASKS
 from posenc_nb.utils import REPO_ROOT
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
@@ -30,9 +31,10 @@ ENCODINGS = SMOKE["encodings"]
 FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
            "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper", "attention_scale",
+           "length_generalisation", "length_generalisation_link",
            *(f"training_curves_{name}" for name in ["positive_arm", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
                                                      "table3_train_lengths", "probe", "mlm_control", "appendix",
-                                                     "beyond_the_paper", "how_nopos_counts"])]
+                                                     "beyond_the_paper", "how_nopos_counts", "length_generalisation"])]
 TABLES = {
     "positive_arm": ["permutation", "loss_intact", "loss_permuted", "permutation_cost", "probe_median_mad", "middle_mad", "passed"],
     "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
@@ -58,6 +60,9 @@ TABLES = {
     "beyond_probe": ["encoding", "layer", "mad", "random_mad"],
     "beyond_the_paper": ["encoding", "variant", "extrapolation_ratio", "probe_best"],
     "attention_scale": ["encoding", "seed", "scale", "factor", "context_length", "perplexity", "relative"],
+    "length_generalisation": ["task", "encoding", "seed", "length", "accuracy", "split"],
+    "length_generalisation_summary": ["task", "encoding", "label", "train", "test", "at_longest", "learned", "published_ood"],
+    "length_generalisation_link": ["task", "encoding", "seed", "length", "readability", "accuracy", "random_mad"],
 }
 
 
@@ -131,6 +136,13 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     mlm = pd.read_csv(figures / "mlm_control.csv")
     assert {(e, o) for e, o in zip(mlm.encoding, mlm.objective)} == {(e, o) for e in SMOKE["mlm_encodings"] for o in ("clm", "mlm")}
 
+    tasks = pd.read_csv(figures / "length_generalisation.csv")  # every task model at every length, 2 to 40
+    assert {(t, e, s) for t, e, s in zip(tasks.task, tasks.encoding, tasks.seed)} == \
+        {(t, e, s) for t in SMOKE["tasks"] for e in SMOKE["task_encodings"] for s in SMOKE["seeds"]}
+    assert set(tasks.length) == set(range(2, 41)) and tasks.n.eq(SMOKE["task_examples"]).all()
+    link = pd.read_csv(figures / "length_generalisation_link.csv")  # repeat-task NoPos, every test length and seed
+    assert set(link.encoding) == {"nopos"} and len(link) == 20 * len(SMOKE["seeds"])
+
     gaps = pd.read_csv(figures / "attention_permutation_gap.csv").set_index("attention").permutation_gap
     assert gaps["bidirectional"] < 1e-4 < gaps["causal"]  # the causal mask, not positions, tells the orders apart
 
@@ -145,7 +157,8 @@ def test_smoke_reuses_trained_models(smoke):
                 + (len(s["corpora"]) - 1) * len(s["table_encodings"]) * one_seed  # the other corpora
                 + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
                 + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
-                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed)  # beyond the paper
+                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed  # beyond the paper
+                + len(s["tasks"]) * len(s["task_encodings"]) * len(s["seeds"]))  # the synthetic-task models
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
@@ -161,13 +174,16 @@ def test_smoke_trains_exactly_the_plan(smoke):
 
 
 def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
-    """The run gathers the notebooks' claims into claims.csv, every one gated by the positive arm (four-step smoke models fail
-    it, so every claim is not tested, naming the check), and writes a README whose every block comes from this run."""
+    """The run gathers the notebooks' claims into claims.csv, every one gated by a positive arm (four-step smoke models fail
+    it, so every claim is not tested, naming the check; a task the profile does not train says so), and writes a README
+    whose every block comes from this run."""
     _, figures, _, _ = smoke
     claims = read_claims(figures)
     assert set(claims.notebook) == {"01_extrapolation", "04_table2_model_sizes", "06_probe", "07_mlm_control", "08_appendix",
-                                    "09_beyond_the_paper"}
-    assert (claims.status == "not tested").all() and claims.ours.str.contains("the positive arm").all(), claims.ours.tolist()
+                                    "09_beyond_the_paper", "11_length_generalisation"}
+    untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (claims.notebook == "11_length_generalisation")
+    assert claims[untrained].ours.str.contains("not among the tasks this run trains").all() and untrained.sum() == len(TASKS) - len(SMOKE["tasks"])
+    assert (claims.status == "not tested").all() and claims[~untrained].ours.str.contains("the positive arm").all(), claims.ours.tolist()
     readme = readme_blocks((figures / "README.md").read_text())
     assert set(readme) == set(readme_blocks((REPO_ROOT / "README.md").read_text()))
     for name, body in readme.items():  # a table or a quote from this run, never a note of a missing or older file

@@ -21,6 +21,7 @@ from safetensors.torch import load_file
 from posenc_nb.checkpoint import CheckpointError, read_meta
 from posenc_nb.config import TrainConfig
 from posenc_nb.metrics import read_metrics
+from posenc_nb.tasks import TASK_VOCAB_SIZE, task_width
 from posenc_nb.train import Trainer, TrainingDiverged, main, train
 
 POSENC_TRAIN = Path(sys.executable).parent / "posenc-train"
@@ -88,6 +89,18 @@ def test_command_trains_then_says_finished(tmp_path):
     again = posenc_train("--config", config, "--out", out, "max_steps=6", "lr=2e-3")
     assert "finished training (6 steps)" in again.stdout
     assert snapshot(out) == before
+
+
+def test_command_trains_a_task_and_names_a_bad_one(tmp_path):
+    "A synthetic task trains through the same command; a misspelt one is named with the task it resembles, before anything is made."
+    out = tmp_path / "task"
+    posenc_train("--out", out, *(f"{k}={v}" for k, v in {**TINY, **TASK}.items()), "max_steps=4")
+    meta = read_meta(out)
+    assert meta["finished"] and meta["config"]["task"] == "reverse" and meta["inputs"] == {}  # no corpus file read
+    assert read_metrics(out).val_loss.notna().any()
+    bad = posenc_train("--out", tmp_path / "bad", *(f"{k}={v}" for k, v in {**TINY, **TASK}.items()), "task=revrese", check=False)
+    assert bad.returncode == 2 and "'reverse'" in config_problems(bad.stderr)["task"], bad.stderr
+    assert not (tmp_path / "bad").exists()
 
 
 def test_overrides_anywhere_among_the_options(tmp_path, capsys):
@@ -241,9 +254,12 @@ def test_bad_config_lists_every_problem(tmp_path):
     assert list(odd_problems) == ["batch_size"] and "9" in odd_problems["batch_size"] and "2" in odd_problems["batch_size"]
 
 
-@pytest.mark.parametrize("objective", ["clm", "mlm"])
-def test_two_gloo_processes_match_one(tmp_path, objective):
-    config = write_config(tmp_path / "run.yaml", objective=objective, max_steps=6, eval_interval=3, device="cpu")
+TASK = dict(task="reverse", vocab_size=TASK_VOCAB_SIZE, seq_len=task_width("reverse"))  # a synthetic task in place of the corpus
+
+
+@pytest.mark.parametrize("data", [dict(objective="clm"), dict(objective="mlm"), TASK], ids=["clm", "mlm", "task"])
+def test_two_gloo_processes_match_one(tmp_path, data):
+    config = write_config(tmp_path / "run.yaml", **data, max_steps=6, eval_interval=3, device="cpu")
     one, two = tmp_path / "one", tmp_path / "two"
     posenc_train("--config", config, "--out", one)
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
