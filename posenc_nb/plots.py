@@ -100,7 +100,8 @@ def run_caption(runs, profile: str, **extra) -> str:
         raise ValueError("run_caption needs at least one training run")
     corpora = ", ".join(sorted({r.config.corpus for r in runs if not r.config.task})) or None  # a task run has none
     tasks = ", ".join(sorted({r.config.task for r in runs if r.config.task}))
-    return caption(profile, corpora, run_tokens(runs), [r.config.seed for r in runs], **({"synthetic_task": tasks} if tasks else {}), **extra)
+    task_part = {"synthetic_task": tasks} if tasks else {}
+    return caption(profile, corpora, run_tokens(runs), [r.config.seed for r in runs], **task_part, **extra)
 
 # %% ../nbs/08_plots.ipynb #8c122641
 PANEL_SIZE = (4.8, 3.4)  # inches per panel

@@ -268,9 +268,9 @@ def record_timings(timings: pd.DataFrame, path: Path, whole: bool):
     """Write a run's `timings` to `path`: a `whole` run's replace the file; those of a run of some notebooks (`--only`)
     replace those notebooks' rows in the file of an earlier run of the same profile, so a notebook added later joins it."""
     if not whole:
-        if not path.is_file() or set(pd.read_csv(path).profile) != set(timings.profile):
+        earlier = pd.read_csv(path) if path.is_file() else None
+        if earlier is None or set(earlier.profile) != set(timings.profile):
             return
-        earlier = pd.read_csv(path)
         timings = pd.concat([earlier[~earlier.notebook.isin(timings.notebook)], timings]).sort_values("notebook")
     timings.to_csv(path, index=False)
 

@@ -15,8 +15,9 @@ from .utils import choice_problem, frozen, model_device, positive_int
 
 # %% auto #0
 __all__ = ['PAD', 'SEP', 'END', 'PROMPT_WORDS', 'SYMBOLS', 'VOCAB', 'TASK_VOCAB_SIZE', 'PAD_ID', 'SEP_ID', 'END_ID',
-           'TRAIN_LENGTHS', 'TEST_LENGTHS', 'TASKS', 'encode', 'decode', 'repeat', 'replace', 'copy_string', 'reverse',
-           'task_problem', 'task_sequence', 'task_width', 'task_examples', 'greedy_answers', 'exact_match']
+           'TRAIN_LENGTHS', 'TEST_LENGTHS', 'TASKS', 'encode', 'decode', 'repeat_symbol', 'replace_symbol',
+           'copy_string', 'reverse_string', 'task_problem', 'task_sequence', 'task_width', 'task_examples',
+           'greedy_answers', 'exact_match']
 
 # %% ../nbs/05c_tasks.ipynb #0497463d
 PAD, SEP, END = "<pad>", "<sep>", "<end>"
@@ -45,13 +46,13 @@ def _symbols(rng: np.random.Generator, n: int, distinct: bool = False) -> list[s
     return [SYMBOLS[i] for i in rng.choice(len(SYMBOLS), n, replace=not distinct)]
 
 
-def repeat(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]:
+def repeat_symbol(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]:
     "One symbol `n` times, copied (a pure counting task): `Copy: a a a` -> `a a a`."
     symbol = _symbols(rng, 1)
     return ["Copy:", *symbol * n], symbol * n
 
 
-def replace(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]:
+def replace_symbol(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]:
     "One symbol `n` times, written as another: `Replace a with b in a a a` -> `b b b`."
     old, new = _symbols(rng, 2, distinct=True)
     return ["Replace", old, "with", new, "in", *[old] * n], [new] * n
@@ -63,13 +64,13 @@ def copy_string(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]
     return ["Copy:", *symbols], symbols
 
 
-def reverse(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]:
+def reverse_string(rng: np.random.Generator, n: int) -> tuple[list[str], list[str]]:
     "`n` random symbols, reversed: `Reverse: x 3 k` -> `k 3 x`."
     symbols = _symbols(rng, n)
     return ["Reverse:", *symbols], symbols[::-1]
 
 
-TASKS = {"repeat": repeat, "replace": replace, "copy": copy_string, "reverse": reverse}
+TASKS = {"repeat": repeat_symbol, "replace": replace_symbol, "copy": copy_string, "reverse": reverse_string}
 
 
 def task_problem(name) -> str | None:
