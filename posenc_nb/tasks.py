@@ -111,16 +111,19 @@ def task_examples(task: str, count: int, seed: int, lengths=TRAIN_LENGTHS, width
 def greedy_answers(model, prompts: torch.Tensor, steps: int, expected: torch.Tensor | None = None) -> torch.Tensor:
     """The `steps` tokens `model` appends to each of `prompts` `(n, P)` by greedy decoding: `(n, steps)` on the CPU. Given
     the `expected` answers `(n, steps)`, a row stops at its first wrong token (the rest left `PAD_ID`): it is wrong already."""
-    answers, rows, ids = torch.full((len(prompts), steps), PAD_ID), torch.arange(len(prompts)), prompts
+    device = model_device(model)  # everything stays there: one copy in, one out
+    answers = torch.full((len(prompts), steps), PAD_ID, device=device)
+    rows, ids = torch.arange(len(prompts), device=device), prompts.to(device)
+    expected = None if expected is None else expected.to(device)
     with frozen(model):
         for step in range(steps):
-            predicted = model(ids.to(model_device(model))).logits[:, -1].argmax(-1).cpu()
+            predicted = model(ids).logits[:, -1].argmax(-1)
             answers[rows, step] = predicted
             going = torch.ones_like(predicted, dtype=torch.bool) if expected is None else predicted == expected[rows, step]
             rows, ids = rows[going], torch.cat([ids[going], predicted[going, None]], dim=1)
             if not len(rows):
                 break
-    return answers
+    return answers.cpu()
 
 
 def exact_match(model, task: str, lengths=TEST_LENGTHS, n: int = 100, seed: int = 0) -> pd.DataFrame:
