@@ -64,16 +64,26 @@ def check_causal(model, causal: bool, what: str, instead: str | None = None):
         raise ValueError(f"{what} needs {needed}, and this model is {kind}" + (f": use {instead}" if instead else ""))
 
 # %% ../nbs/08a_checks.ipynb #89d59e0b
+def _is_integer(value) -> bool:
+    "Whether `value` is an integer (not a bool)."
+    return not isinstance(value, bool) and isinstance(value, (int, np.integer))
+
+
 def _is_index(value, low: int, high: int) -> bool:
     "Whether `value` is an integer (not a bool) in `low..high`."
-    return not isinstance(value, bool) and isinstance(value, (int, np.integer)) and low <= value <= high
+    return _is_integer(value) and low <= value <= high
+
+
+def _named(value) -> str:
+    "`value` as a message names it: its repr, with its type when it is no integer (a layer given as the string '1')."
+    return repr(value) if _is_integer(value) else f"{value!r} (a {type(value).__name__}, not an integer)"
 
 
 def check_layer(model, layer: int) -> int:
     "Raise ValueError unless `layer` is a hidden-state layer of `model` (0 = embedding output .. n_layer)."
     n_layer = model.config.n_layer
     if not _is_index(layer, 0, n_layer):
-        raise ValueError(f"layer {layer!r} does not exist: this model has hidden states 0..{n_layer} "
+        raise ValueError(f"layer {_named(layer)} does not exist: this model has hidden states 0..{n_layer} "
                          f"(0 = embedding output, {n_layer} = last block)")
     return int(layer)
 
@@ -90,7 +100,7 @@ def check_attention_layer(model, layer: int) -> int:
     "Raise ValueError unless `layer` is a transformer block of `model` (1..n_layer)."
     n_layer = model.config.n_layer
     if not _is_index(layer, 1, n_layer):
-        raise ValueError(f"layer {layer!r} has no attention: this model's attention layers are 1..{n_layer} "
+        raise ValueError(f"layer {_named(layer)} has no attention: this model's attention layers are 1..{n_layer} "
                          "(layer 0 is the embedding output)")
     return int(layer)
 
@@ -99,7 +109,7 @@ def check_head(model, head: int) -> int:
     "Raise ValueError unless `head` is an attention head of `model` (0..n_head-1)."
     n_head = model.config.n_head
     if not _is_index(head, 0, n_head - 1):
-        raise ValueError(f"head {head!r} does not exist: this model's heads are 0..{n_head - 1}")
+        raise ValueError(f"head {_named(head)} does not exist: this model's heads are 0..{n_head - 1}")
     return int(head)
 
 # %% ../nbs/08a_checks.ipynb #c8ddc567

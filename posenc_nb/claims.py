@@ -13,13 +13,14 @@ import pandas as pd
 
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
 from .seeds import beyond_spread, seed_gap
+from .utils import atomic_write
 
 # %% auto #0
 __all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'BYTES_PER_TOKEN', 'PAPER_GAP', 'STATEMENTS', 'MASKED_COLLAPSE',
            'SCALE_REACH', 'SCALE_COST', 'TASK_LEARNED', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of',
            'Check', 'positive_arm_check', 'gate', 'paper_gaps', 'untested', 'competitive', 'extrapolation',
            'size_trend', 'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation',
-           'save_claims', 'write_claims_table', 'read_claims']
+           'save_claims', 'gather_claims', 'write_claims_table', 'read_claims']
 
 # %% ../nbs/12e_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -313,13 +314,53 @@ def save_claims(claims: list[Claim], out_dir, notebook: str) -> Path:
     return path
 
 
-def write_claims_table(out_dir) -> Path | None:
-    "Gather every notebook's `claims/*.csv` under `out_dir` into `claims.csv`, notebooks in name order; None if there are none."
-    parts = sorted((Path(out_dir) / CLAIMS_DIR).glob("*.csv"))
-    if not parts:
+def _claims_problem(table: pd.DataFrame) -> str | None:
+    "What is wrong with `table` as claims: columns of `COLUMNS` missing, or statuses not among `STATUSES`; None when nothing is."
+    if missing := [c for c in COLUMNS if c not in table.columns]:
+        return f"lacks the columns {missing}"
+    if bad := sorted(set(table.status) - set(STATUSES)):
+        return f"holds the statuses {bad}, none of {STATUSES}"
+
+
+def _notebook_claims(path: Path) -> pd.DataFrame:
+    "The claims a notebook saved at `path`, or a RuntimeError that names the file and how it is written anew."
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        problem = _claims_problem(table)
+    except ValueError as e:  # not UTF-8, empty, not CSV
+        problem = f"is not a CSV file of claims ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
+    if problem:
+        raise RuntimeError(f"{path} {problem}. It holds notebook {path.stem}'s claims: delete it, then rerun that notebook "
+                           f"(`posenc-reproduce --only {path.stem}`), which writes it anew")
+    return table
+
+
+def gather_claims(out_dir, notebooks=None) -> tuple[pd.DataFrame | None, list[Path]]:
+    """The claims each of `notebooks` (their names, in run order; None: every `claims/*.csv`, in name order) saved under
+    `out_dir`, checked (None when none has), and everything else in `claims/`: files no notebook of the run writes (one
+    since renamed, say), left out. A `claims` that is a file, or a notebook's file that is a folder, is named."""
+    folder = Path(out_dir) / CLAIMS_DIR
+    if folder.exists() and not folder.is_dir():
+        raise RuntimeError(f"{folder} is a file where the folder of the notebooks' claims belongs: move it away, then rerun")
+    if not folder.exists():
+        return None, []
+    parts = sorted(folder.glob("*.csv")) if notebooks is None else [folder / f"{name}.csv" for name in notebooks]
+    if blocked := [p for p in parts if p.is_dir()]:
+        raise RuntimeError(f"{blocked[0]} is a folder where notebook {blocked[0].stem}'s claims file belongs: move it away, "
+                           "then rerun")
+    others = sorted(set(folder.iterdir()) - set(parts))
+    tables = [_notebook_claims(p) for p in parts if p.exists()]
+    return (pd.concat(tables, ignore_index=True)[COLUMNS] if tables else None), others
+
+
+def write_claims_table(out_dir, notebooks=None) -> Path | None:
+    """Write the claims `gather_claims` finds under `out_dir` as `claims.csv`, the claims of other files left out; None when
+    there are none (a `claims.csv` of claims since left out is emptied)."""
+    table, _ = gather_claims(out_dir, notebooks)
+    path = Path(out_dir) / CLAIMS_FILE
+    if table is None and not path.exists():
         return None
-    table = pd.concat([pd.read_csv(p, dtype=str, keep_default_na=False) for p in parts], ignore_index=True)
-    table.to_csv(path := Path(out_dir) / CLAIMS_FILE, index=False)
+    atomic_write(path, lambda tmp: (pd.DataFrame(columns=COLUMNS) if table is None else table).to_csv(tmp, index=False))
     return path
 
 
@@ -329,8 +370,6 @@ def read_claims(figures) -> pd.DataFrame:
     if not path.exists():
         return pd.DataFrame(columns=COLUMNS)
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if missing := [c for c in COLUMNS if c not in table.columns]:
-        raise ValueError(f"{path} lacks the columns {missing}: rerun `posenc-reproduce`, which writes it")
-    if bad := sorted(set(table.status) - set(STATUSES)):
-        raise ValueError(f"{path} holds the statuses {bad}, none of {STATUSES}: rerun `posenc-reproduce`, which writes it")
+    if problem := _claims_problem(table):
+        raise ValueError(f"{path} {problem}: rerun `posenc-reproduce`, which writes it")
     return table[COLUMNS]

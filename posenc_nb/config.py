@@ -22,7 +22,7 @@ from .model import ModelConfig
 from .special_tokens import MIN_VOCAB_SIZE
 from .tasks import TASK_VOCAB_SIZE, task_problem, task_width
 from .utils import (choice_problem, closest, each_entry, explained, fraction_problem, non_negative_problem, or_null,
-                             positive_int_problem)
+                             positive_int_problem, seed_problem)
 
 # %% auto #0
 __all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'parse_yaml', 'ConfigError', 'Checked', 'TrainConfig',
@@ -167,13 +167,20 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
      f"{s} cannot hold the longest training example of task {t!r}; set it to at least {w}"),
     (("objective", "task"), lambda o, t: None if t is None or o == "clm" else
      f"a task trains a causal LM, which answers by decoding; use objective=clm with task {t!r}"),
+    # refused rather than ignored: a setting a run does not use must not name it (the hash) nor pass in silence
+    (("corpus", "task"), lambda c, t: None if t is None or c == _TrainKeys.corpus else
+     f"{c!r} would not be used: task {t!r} replaces the corpus with its examples; leave corpus unset with a task"),
+    (("tokenizer", "task"), lambda k, t: None if t is None or k is None else
+     f"{k} would not be used: task {t!r} has a vocabulary of its own (posenc_nb.tasks.VOCAB); leave tokenizer unset "
+     "with a task"),
     (("batch_size", "grad_accum"), _split_problem),
     (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
      f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),
     (("warmup_steps", "max_steps"), lambda w, m: None if 0 <= w <= m else f"must lie in [0, max_steps={m}], got {w}"),
     (("lr",), lambda v: None if v > 0 else f"must be positive, got {v}"),
     (("min_lr", "lr"), lambda m, lr: None if 0 <= m <= lr else f"{m} must lie in [0, lr={lr}]"),
-    *(((k,), non_negative_problem) for k in ("weight_decay", "seed")),
+    (("weight_decay",), non_negative_problem),
+    (("seed",), seed_problem),
     (("grad_clip",), explained(non_negative_problem, "0: off")),
     (("betas",), each_entry(fraction_problem)),
     (("dropout",), fraction_problem),

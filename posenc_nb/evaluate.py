@@ -18,7 +18,8 @@ from .checks import check_causal, check_context_length, check_context_lengths, c
 from .batches import eval_windows
 from .special_tokens import MIN_VOCAB_SIZE
 from .plots import add_caption, new_figure, plot_by_encoding, style_axes
-from .utils import check_value, frozen, model_device, positive_int, positive_number_problem
+from .utils import (check_value, each_entry, frozen, model_device, positive_int, positive_int_problem,
+                             positive_number_problem)
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'token_unit', 'loss_unit', 'rows_per_batch', 'window_batches',
@@ -147,14 +148,28 @@ def scaled_attention(model, factor: float):
         del pos.rotate
 
 
+def _log_length_problem(value) -> str | None:
+    "What is wrong with `value` as a length the log-length rule scales at: an integer of at least 2, whose log is positive."
+    if problem := positive_int_problem(value):
+        return problem
+    if value < 2:
+        return f"must be at least 2 for the log-length rule, log(length) / log(train_length) (log 1 = 0), got {value!r}"
+
+
 def log_length_scale(length: int, train_length: int) -> float:
     "The log-length rule's factor at `length`: log(length) / log(train_length), 1 at the training length."
-    return math.log(positive_int(length, "length")) / math.log(positive_int(train_length, "train_length"))
+    check_value("length", _log_length_problem(length))
+    check_value("train_length", _log_length_problem(train_length))
+    return math.log(length) / math.log(train_length)
 
 
 def attention_scale_sweep(model, tokens, context_lengths, factors, train_length: int, max_tokens: int | None = None) -> pd.DataFrame:
     """Non-overlapping perplexity at each of `context_lengths` with the attention scaled by each of `factors` (rule
-    "fixed") and by `log_length_scale` (rule "log-length"); `perplexity_by_length`'s columns plus `rule` and `factor`."""
+    "fixed") and by `log_length_scale` (rule "log-length"); `perplexity_by_length`'s columns plus `rule` and `factor`.
+    Every argument is checked before any scoring."""
+    check_value("context_lengths", each_entry(_log_length_problem)(check_context_lengths(context_lengths)))
+    check_value("factors", each_entry(positive_number_problem)(factors))
+    check_value("train_length", _log_length_problem(train_length))
     tables = []
     for factor in factors:
         with scaled_attention(model, factor):

@@ -228,6 +228,10 @@ def bridge_encoding(bridge) -> dict:
 def from_hooked_transformer(bridge) -> TransformerLM:
     """The `TransformerLM` that TransformerLens's `bridge` holds (see `to_hooked_transformer`), in eval mode on the
     bridge's device; a ValueError naming what departs from our model where it cannot be held exactly."""
+    if not (hasattr(bridge, "cfg") and hasattr(bridge, "blocks")):
+        ours = ", which is our model already: use it as it is" if isinstance(bridge, TransformerLM) else ""
+        raise TypeError(f"bridge must be TransformerLens's TransformerBridge (what to_hooked_transformer returns), got a "
+                        f"{type(bridge).__name__}{ours}")
     cfg = bridge.cfg
     if differences := block_differences(cfg):
         raise ValueError("this TransformerLens model's block is not TransformerLM's: " + "; ".join(

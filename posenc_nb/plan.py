@@ -20,7 +20,7 @@ from .checkpoint import run_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .grids import experiment_grids, model_parameters
 from .profiles import PROFILES, profile_parameters
-from .utils import EXIT_STATUS, positive_int, run_command, unwritable
+from .utils import EXIT_STATUS, positive_int, run_command, unwritable, write_output
 
 # %% auto #0
 __all__ = ['ASSUMED_TFLOPS', 'profile_trainings', 'training_tokens_of', 'training_flops', 'check_tflops', 'training_plan',
@@ -184,9 +184,11 @@ def plan_main(argv=None) -> int:
         print(plan[_PLAN_COLUMNS].to_string(index=False, formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
         print(plan_summary(plan))
         if args.out:
+            def executable(tmp: Path):
+                tmp.write_text(script)
+                tmp.chmod(0o755)
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(script)
-            args.out.chmod(0o755)
+            write_output(args.out, executable, "--out")
             print(f"{len(plan)} commands written to {args.out}; run it (again after an interruption) to train them")
         else:
             print(script, end="")

@@ -264,6 +264,7 @@ def probe_layers(model, train_tokens, eval_tokens, seq_len: int | None = None, l
                  n_train: int = 2048, n_select: int = 256, n_eval: int = 256, seed: int = 0, encoding: str | None = None,
                  **kwargs) -> pd.DataFrame:
     "Held-out scores of each probe kind on each of `layers` (default: all, 0 = embedding output) beside both baselines: a row each."
+    layers, kinds = check_layers(model, layers), check_kinds(kinds)  # a bad one named before any work
     windows = probe_windows(model, train_tokens, eval_tokens, seq_len, n_train, n_select, n_eval, seed)
     length = windows.train.shape[1]
     rows = [dict(layer=layer, probe=kind, **probe_scores(probe, states), **{f"{s}_epoch": probe.selected_epoch(s) for s in SCORES},

@@ -32,8 +32,9 @@ WIKITEXT_HUB = ("Salesforce/wikitext", "b08601e04326c79dfdd32d625aee71d232d685c3
 
 
 def data_dir() -> Path:
-    "Where corpora, tokenizers and token arrays are kept: `$POSENC_DATA_DIR`, else the repository's `data/` (read at every call)."
-    return project_dir("POSENC_DATA_DIR", "data", "")
+    """Where corpora, tokenizers and token arrays are kept: `$POSENC_DATA_DIR`, else the repository's `data/` (read at every
+    call); a folder where no file can be made is refused at once, naming the setting (every use takes a lock file there)."""
+    return project_dir("POSENC_DATA_DIR", "data", "", writes=True)
 
 # %% ../nbs/02a_published_corpora.ipynb #276dc4a7
 SOURCES = {

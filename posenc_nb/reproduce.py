@@ -22,18 +22,18 @@ import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 
-from .claims import write_claims_table
+from .claims import gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
 from .plan import chosen_plan, plan_main, plan_summary, train_locally
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
-from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command, unwritable
+from .utils import EXIT_STATUS, REPO_ROOT, atomic_write, file_in_the_way, positive_int, run_command, unwritable
 from .workers import side_by_side_jobs
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',
-           'declared_defaults', 'parameters_source', 'write_parameters', 'ReproductionError', 'run_notebook',
-           'record_timings', 'reproduce', 'dry_run', 'main']
+           'declared_defaults', 'parameters_source', 'write_parameters', 'ReproductionError',
+           'clear_dead_kernel_folders', 'run_notebook', 'record_timings', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -118,17 +118,41 @@ def _failing_cell(notebook: Path, source: str) -> int | None:
     return next((i + 1 for i, c in enumerate(cells) if c.source == source), None)
 
 # %% ../nbs/14_reproduce.ipynb #32457969
+_KERNEL_FOLDER, _OWNER = "posenc-kernel-", "runner.lock"  # the lock: held by the runner while it lives (the OS lets go)
+
+
+def clear_dead_kernel_folders():
+    """Remove the kernel folders in the temporary folder whose runner is gone (a kill -9 runs no clean-up), as the free
+    lock in each proves; a folder without one, or whose runner holds it still, is left as it is."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{_KERNEL_FOLDER}*"):
+        try:
+            with open(folder / _OWNER, "rb") as owner:
+                fcntl.flock(owner, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:  # no lock file (not provably ours), a runner that holds it, or another user's folder
+            continue
+
+
 class _IPCKernelManager(AsyncKernelManager):
     """A kernel on local IPC sockets in a scratch folder of its own: no network ports, no 'running over TCP' warning in
-    every progress log, and no socket file in the notebooks' folder however the run ends (a kill -9 leaves them in /tmp)."""
+    every progress log, and no socket file in the notebooks' folder however the run ends (a kill -9 leaves its folder in
+    the temporary folder, for the next run to clear: `clear_dead_kernel_folders`)."""
 
     def __init__(self, **kwargs):
         super().__init__(transport="ipc", **kwargs)
-        self.ip = str(Path(tempfile.mkdtemp(prefix="posenc-kernel-")) / "ipc")  # the sockets' path prefix
+        clear_dead_kernel_folders()
+        folder = Path(tempfile.mkdtemp(prefix=_KERNEL_FOLDER))
+        pending = folder / f".{_OWNER}"  # locked before it takes its name: no clearing run sees it free
+        self._owner = open(pending, "w")
+        fcntl.flock(self._owner, fcntl.LOCK_EX)
+        pending.rename(folder / _OWNER)
+        self.ip = str(folder / "ipc")  # the sockets' path prefix
+        self.connection_file = str(folder / "kernel.json")  # not a tmpXXXX.json of its own beside the folder
 
     def cleanup_ipc_files(self):
         super().cleanup_ipc_files()
         shutil.rmtree(Path(self.ip).parent, ignore_errors=True)
+        self._owner.close()
 
 
 def _without_paths(output: Path):
@@ -193,16 +217,23 @@ def _publish(staging: Path, out_dir: Path):
     shutil.rmtree(staging)
 
 # %% ../nbs/14_reproduce.ipynb #f1a2b3c4
-def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool) -> tuple[Path, dict, list]:
-    "The output folder, the parameters, and `(notebook, its parameters)` for each chosen notebook: every check before anything runs."
+def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool, log) -> tuple[Path, dict, list, list]:
+    """The output folder, the parameters, `(notebook, its parameters)` for each chosen notebook, and the names of every
+    experiment notebook (whose claims `claims.csv` gathers): every check before anything runs. Claims files in the output
+    folder that none of them writes are named, and left out."""
     out_dir, params = _check_request(profile, overrides, out_dir, replace)
-    notebooks = select_notebooks(experiment_notebooks(experiments_dir), only)
-    return out_dir, params, [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in notebooks]
+    every = experiment_notebooks(experiments_dir)
+    todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in select_notebooks(every, only)]
+    known = [nb.stem for nb in every]
+    if others := gather_claims(out_dir, known)[1]:
+        log(f"left out of {out_dir / 'claims.csv'}, as no experiment notebook in {experiments_dir} writes them (one since "
+            f"renamed?): {', '.join(p.name for p in others)} in {others[0].parent}; delete them to say nothing of them")
+    return out_dir, params, todo, known
 
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6
-def _run_staged(notebook: Path, parameters: dict, out_dir: Path) -> Path:
+def _run_staged(notebook: Path, parameters: dict, out_dir: Path, known: list) -> Path:
     """Run `notebook` into a staging folder in `out_dir` and publish its executed copy, figures, tables and claims together
-    (`claims.csv` gathers every notebook's anew); a failed notebook publishes nothing, and its executed copy, with the
+    (`claims.csv` gathers those of the `known` notebooks anew); a failed notebook publishes nothing, and its executed copy, with the
     traceback, is kept as `notebooks/NAME.failed.ipynb`."""
     staging, published = out_dir / f".staging-{notebook.stem}", out_dir / "notebooks" / notebook.name
     staged, failed = staging / "notebooks" / notebook.name, published.with_suffix(".failed.ipynb")
@@ -211,7 +242,7 @@ def _run_staged(notebook: Path, parameters: dict, out_dir: Path) -> Path:
         run_notebook(notebook, staged, {**parameters, "out_dir": os.path.relpath(staging, notebook.parent)})
         failed.unlink(missing_ok=True)
         _publish(staging, out_dir)
-        write_claims_table(out_dir)
+        write_claims_table(out_dir, known)
         return published
     except ReproductionError as e:
         if staged.exists():
@@ -248,13 +279,13 @@ def _only_runner(out_dir: Path):
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
 
 
-def _run_all(todo: list, out_dir: Path, log) -> list[dict]:
+def _run_all(todo: list, out_dir: Path, known: list, log) -> list[dict]:
     "Run each `(notebook, parameters)` of `todo` into `out_dir`, one after another; a row per notebook with its time."
     timings, start = [], time.time()
     for i, (nb, nb_params) in enumerate(todo, 1):
         t0 = time.time()
         try:
-            output = _run_staged(nb, nb_params, out_dir)
+            output = _run_staged(nb, nb_params, out_dir, known)
         except KeyboardInterrupt:
             raise KeyboardInterrupt(f"interrupted in {nb.stem} (notebook {i} of {len(todo)}), which published nothing; "
                                     f"those before it published to {out_dir}. Rerun the same command to go on: "
@@ -264,15 +295,41 @@ def _run_all(todo: list, out_dir: Path, log) -> list[dict]:
     return timings
 
 # %% ../nbs/14_reproduce.ipynb #30adbc0e
-def record_timings(timings: pd.DataFrame, path: Path, whole: bool):
+def _set_aside(path: Path) -> Path:
+    "Move `path` to the first free name `NAME.damaged[-N].csv` beside it: nothing is overwritten."
+    names = (path.with_name(f"{path.stem}.damaged{f'-{n}' if n else ''}{path.suffix}") for n in range(1 << 16))
+    aside = next(p for p in names if not p.exists() and not p.is_symlink())
+    path.rename(aside)
+    return aside
+
+
+def _earlier_timings(path: Path, log) -> pd.DataFrame | None:
+    """The timings an earlier run wrote at `path` (None: none). A damaged file (not a CSV of timings) is set aside, kept
+    under another name, and said: no rows then."""
+    if not path.exists():
+        return None
+    try:
+        earlier = pd.read_csv(path)
+        problem = (missing := {"notebook", "profile"} - set(earlier.columns)) and f"lacks the columns {sorted(missing)}"
+    except (ValueError, OSError) as e:  # not UTF-8, empty, not CSV; a folder
+        problem = f"cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
+    if not problem:
+        return earlier
+    log(f"{path} {problem}: set aside as {_set_aside(path).name}, and this run's times written to {path.name} anew")
+    return pd.DataFrame(columns=["notebook", "profile"])
+
+
+def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print):
     """Write a run's `timings` to `path`: a `whole` run's replace the file; those of a run of some notebooks (`--only`)
-    replace those notebooks' rows in the file of an earlier run of the same profile, so a notebook added later joins it."""
+    replace those notebooks' rows in the file of an earlier run of the same profile, so a notebook added later joins it.
+    A damaged file is set aside (`_earlier_timings`), and the run's times written all the same."""
+    earlier = _earlier_timings(path, log)
     if not whole:
-        earlier = pd.read_csv(path) if path.is_file() else None
-        if earlier is None or set(earlier.profile) != set(timings.profile):
+        if earlier is None or (len(earlier) and set(earlier.profile) != set(timings.profile)):
             return
-        timings = pd.concat([earlier[~earlier.notebook.isin(timings.notebook)], timings]).sort_values("notebook")
-    timings.to_csv(path, index=False)
+        kept = earlier[~earlier.notebook.isin(timings.notebook)]
+        timings = pd.concat([kept, timings]).sort_values("notebook") if len(kept) else timings
+    atomic_write(path, lambda tmp: timings.to_csv(tmp, index=False))
 
 
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
@@ -289,13 +346,13 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
-    out_dir, params, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
+    out_dir, params, todo, known = _prepare(profile, only, out_dir, overrides, experiments_dir, replace, log)
     log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
     if launcher == "torchrun":
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     with _only_runner(out_dir):
-        timings = pd.DataFrame(_run_all(todo, out_dir, log)).assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
-    record_timings(timings.drop(columns="executed"), out_dir / "reproduce_timings.csv", whole=not only)
+        timings = pd.DataFrame(_run_all(todo, out_dir, known, log)).assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
+    record_timings(timings.drop(columns="executed"), out_dir / "reproduce_timings.csv", whole=not only, log=log)
     if not only:
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
         if out_dir != committed_figures():
@@ -308,7 +365,7 @@ def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | Non
             experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
     "What `reproduce` would do, checked and planned: the plan of the runs the chosen notebooks train. Nothing runs."
     overrides = overrides or {}
-    out_dir, _, todo = _prepare(profile, only, out_dir, overrides, experiments_dir, replace)
+    out_dir, _, todo, _ = _prepare(profile, only, out_dir, overrides, experiments_dir, replace, log)
     plan = chosen_plan(profile, overrides, todo)
     log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would go "
         f"to {out_dir}\n{plan_summary(plan)}")

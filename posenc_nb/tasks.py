@@ -11,13 +11,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .utils import choice_problem, frozen, model_device, positive_int
+from .utils import (check_value, choice_problem, each_entry, frozen, model_device, positive_int, positive_int_problem,
+                             seed_problem)
 
 # %% auto #0
 __all__ = ['PAD', 'SEP', 'END', 'PROMPT_WORDS', 'SYMBOLS', 'VOCAB', 'TASK_VOCAB_SIZE', 'PAD_ID', 'SEP_ID', 'END_ID',
            'TRAIN_LENGTHS', 'TEST_LENGTHS', 'TASKS', 'encode', 'decode', 'repeat_symbol', 'replace_symbol',
-           'copy_string', 'reverse_string', 'task_problem', 'task_sequence', 'task_width', 'task_examples',
-           'greedy_answers', 'exact_match']
+           'copy_string', 'reverse_string', 'task_problem', 'task_sequence', 'task_width', 'check_task_inputs',
+           'task_examples', 'greedy_answers', 'exact_match']
 
 # %% ../nbs/05c_tasks.ipynb #0497463d
 PAD, SEP, END = "<pad>", "<sep>", "<end>"
@@ -89,12 +90,23 @@ def task_width(task: str, lengths=TRAIN_LENGTHS) -> int:
     return max(len(task_sequence(task, np.random.default_rng(0), n)[0]) for n in lengths) - 1
 
 
+def check_task_inputs(task: str, lengths, seed: int) -> list[int]:
+    "`lengths` as a list, once `task`, `lengths` (positive ints, at least one) and `seed` are checked; a ValueError names a fault."
+    check_value("task", task_problem(task))
+    lengths = list(lengths) if isinstance(lengths, range) else lengths
+    check_value("lengths", each_entry(positive_int_problem)(lengths))
+    check_value("seed", seed_problem(seed))
+    return list(lengths)
+
+
 def task_examples(task: str, count: int, seed: int, lengths=TRAIN_LENGTHS, width: int | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
     """`count` examples of `task`, their lengths drawn uniformly from `lengths`, from `seed`: the ids `(count, width + 1)`
     padded on the right (`width` default: the longest's), and whether each token is scored (a target token or `<end>`)."""
+    lengths, count = check_task_inputs(task, lengths, seed), positive_int(count, "count")
+    if width is not None: positive_int(width, "width")
     rng = np.random.default_rng(seed)
-    examples = [task_sequence(task, rng, n) for n in rng.choice(list(lengths), positive_int(count, "count"))]
+    examples = [task_sequence(task, rng, n) for n in rng.choice(lengths, count)]
     longest = max(len(ids) for ids, _ in examples)
     width = longest - 1 if width is None else width
     if longest > width + 1:
@@ -129,10 +141,10 @@ def greedy_answers(model, prompts: torch.Tensor, steps: int, expected: torch.Ten
 def exact_match(model, task: str, lengths=TEST_LENGTHS, n: int = 100, seed: int = 0) -> pd.DataFrame:
     """The share of `n` examples of `task` at each of `lengths` that `model` answers exactly, a row per length; the
     examples depend on `seed` and the length only, so every model is asked the same questions."""
-    rows = []
+    lengths, n, rows = check_task_inputs(task, lengths, seed), positive_int(n, "n"), []
     for length in lengths:
         rng = np.random.default_rng([seed, length])
-        examples = [task_sequence(task, rng, length) for _ in range(positive_int(n, "n"))]
+        examples = [task_sequence(task, rng, length) for _ in range(n)]
         ids, start = torch.tensor([sequence for sequence, _ in examples]), examples[0][1]
         answers = greedy_answers(model, ids[:, :start], ids.shape[1] - start, expected=ids[:, start:])
         rows.append(dict(task=task, length=length, accuracy=(answers == ids[:, start:]).all(1).float().mean().item(), n=n))

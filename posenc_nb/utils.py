@@ -26,25 +26,28 @@ import torch
 import posenc_nb
 
 # %% auto #0
-__all__ = ['REPO_ROOT', 'QUIET_WAIT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock', 'sha256_file',
-           'check_sha256', 'atomic_write', 'write_json', 'file_in_the_way', 'closest', 'suggest', 'unwritable',
-           'positive_int_problem', 'non_negative_problem', 'positive_number_problem', 'fraction_problem',
-           'choice_problem', 'each_entry', 'explained', 'or_null', 'check_value', 'positive_int', 'model_device',
-           'frozen', 'disk_full', 'debugging', 'run_command']
+__all__ = ['REPO_ROOT', 'QUIET_WAIT', 'SEED_LIMIT', 'AUTOCAST_DTYPES', 'EXIT_CODES', 'EXIT_STATUS', 'project_dir', 'file_lock',
+           'sha256_file', 'check_sha256', 'atomic_write', 'write_json', 'file_in_the_way', 'closest', 'suggest',
+           'unwritable', 'positive_int_problem', 'non_negative_problem', 'seed_problem', 'positive_number_problem',
+           'fraction_problem', 'choice_problem', 'each_entry', 'explained', 'or_null', 'check_value', 'positive_int',
+           'model_device', 'frozen', 'disk_full', 'write_output', 'debugging', 'run_command']
 
 # %% ../nbs/02_utils.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
 
 
-def project_dir(env: str, in_repo: str, cached: str) -> Path:
-    "`$env` if set; else `in_repo` in the source checkout; else `cached` under `~/.cache/posenc_nb` (read at every call)."
+def project_dir(env: str, in_repo: str, cached: str, writes: bool = False) -> Path:
+    """`$env` if set; else `in_repo` in the source checkout; else `cached` under `~/.cache/posenc_nb` (read at every call).
+    With `writes` (a folder every use writes to, if only a lock file), a ValueError naming `env` unless files can be made there."""
     if value := os.environ.get(env):
         if (path := Path(value).expanduser().resolve()).exists() and not path.is_dir():
             raise ValueError(f"{env}={value} is a file, not a folder: set {env} to a folder (or unset it), then rerun")
-        return path
-    if (REPO_ROOT / "settings.ini").exists():
-        return REPO_ROOT / in_repo
-    return Path.home() / ".cache" / "posenc_nb" / cached
+    else:
+        path = REPO_ROOT / in_repo if (REPO_ROOT / "settings.ini").exists() else Path.home() / ".cache" / "posenc_nb" / cached
+    if writes and (reason := unwritable(path)):
+        raise ValueError(f"{f'{env}={value}' if value else path} cannot be used: {reason}; set {env} to a folder you can "
+                         "write to (or unset it), then rerun")
+    return path
 
 # %% ../nbs/02_utils.ipynb #97151cea
 QUIET_WAIT = 5.0  # seconds a process waits on a lock before it says so: processes taking turns on a cache rarely wait longer
@@ -165,9 +168,18 @@ def positive_int_problem(value) -> str | None:
 
 
 def non_negative_problem(value) -> str | None:
-    "What is wrong with the number `value` as one that may be 0 but not less (a seed, a weight decay); None when nothing is."
+    "What is wrong with the number `value` as one that may be 0 but not less (a weight decay); None when nothing is."
     if not value >= 0:
         return f"must be >= 0, got {value!r}"
+
+
+SEED_LIMIT = 2**64  # torch's generators take seeds below it, numpy's any: the range every consumer of a seed accepts
+
+
+def seed_problem(value) -> str | None:
+    "What is wrong with `value` as a seed: an integer in [0, `SEED_LIMIT`); None when nothing is."
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < SEED_LIMIT:
+        return f"must be an integer in [0, 2**64), the seeds torch takes, got {value!r}"
 
 
 def positive_number_problem(value) -> str | None:
@@ -278,6 +290,20 @@ def _describe(error: Exception) -> str:
     if isinstance(error, (ValueError, RuntimeError, OSError)):  # the project's errors, each written for the user
         return str(error)
     return f"unexpected {type(error).__name__}: {error}. Rerun with POSENC_DEBUG=1 for the traceback, and report it."
+
+# %% ../nbs/02_utils.ipynb #33077a68
+def write_output(path: Path, write, setting: str):
+    """`atomic_write` of a command's output file `path`, given by `setting` (e.g. --out): a full disk leaves nothing there
+    (an earlier file stays whole), and its error names the file and the setting."""
+    path = Path(path)
+    try:
+        atomic_write(path, write)
+    except OSError as e:
+        if not disk_full(e, path.parent):
+            raise
+        raise RuntimeError(f"the disk is full: {setting} {path} was not written, and nothing was left there. Free some "
+                           f"space (`df -h {path.parent}` shows how much is left) or give {setting} a path on another disk, "
+                           "then rerun the same command.") from None
 
 # %% ../nbs/02_utils.ipynb #e6a78d9b
 def debugging() -> bool:

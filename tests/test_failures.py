@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,14 +28,17 @@ import torch
 from papermill.iorw import LocalHandler
 
 import posenc_nb.train
-from posenc_nb import plan, reproduce, tokens
+from posenc_nb import evaluate, plan, reproduce, tokens
 from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
 from posenc_nb.metrics import read_metrics
+from posenc_nb.model import ModelConfig, TransformerLM
+from posenc_nb.probe import probe_layers
 from posenc_nb.profiles import PROFILES, check_parameters
 from posenc_nb.scores import run_perplexity
+from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
 from posenc_nb.workers import usable_jobs
@@ -612,11 +616,14 @@ def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkey
 
 def test_a_killed_run_leaves_no_kernel_socket_in_the_notebooks_folder(tmp_path, monkeypatch):
     """kill -9 of the runner while a notebook's kernel runs a cell. Before: the kernel's five `kernel-ipc-*` sockets stayed
-    in the notebooks' folder (its working folder), where copying the folder failed on them."""
+    in the notebooks' folder (its working folder), where copying the folder failed on them; then their folder, with its
+    sockets, stayed in the system's temporary folder."""
     experiments = experiment(tmp_path / "experiments", "01_sleepy", "import pathlib, time\n"
                              "(pathlib.Path(out_dir) / 'table.csv').write_text('half')\ntime.sleep(120)")
-    out = tmp_path / "figs"
-    job = as_console_script("posenc-reproduce", "--profile", "smoke", "--out", out, "--experiments-dir", experiments)
+    out, temporary = tmp_path / "figs", tmp_path / "tmp"
+    temporary.mkdir()
+    job = as_console_script("posenc-reproduce", "--profile", "smoke", "--out", out, "--experiments-dir", experiments,
+                            env={**os.environ, "TMPDIR": str(temporary)})
     staged = out / ".staging-01_sleepy" / "table.csv"
     for _ in range(1200):  # the kernel is in the cell
         if staged.exists() or job.poll() is not None:
@@ -626,6 +633,15 @@ def test_a_killed_run_leaves_no_kernel_socket_in_the_notebooks_folder(tmp_path, 
     job.kill()  # SIGKILL: no clean-up of the runner's runs
     job.wait(timeout=60)
     assert sorted(p.name for p in experiments.iterdir() if not p.name.endswith(".ipynb")) == []
+    # its kernel's folder, left in the temporary folder, is cleared by the next run; a live runner's is not
+    [dead] = temporary.glob("posenc-kernel-*")
+    live = temporary / "posenc-kernel-live"
+    live.mkdir()
+    with open(live / "runner.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+        reproduce.clear_dead_kernel_folders()
+    assert sorted(p.name for p in temporary.iterdir()) == ["posenc-kernel-live"], list(temporary.iterdir())
 
 
 def test_full_disk_while_a_notebook_is_published(tmp_path, capsys, monkeypatch):
@@ -755,3 +771,151 @@ def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
     with pytest.raises(ConfigError) as error:
         check_parameters(dict(PROFILES["smoke"], profile="smoke", **{name: value}))
     assert error.value.keys == [name] and all(fact in str(error.value) for fact in facts), error.value
+
+
+# --- round four: claims and timings files, what a task run is given, the library's arguments, refused folders -------
+
+def claims_notebook(folder: Path) -> Path:
+    "`folder` with one experiment notebook, 01_claims, that saves one claim."
+    return experiment(folder, "01_claims", "from posenc_nb.claims import Claim, save_claims\n"
+                      "save_claims([Claim('a', 'reproduces', 'ours', 'theirs', 'rule')], out_dir, '01_claims')")
+
+
+def test_claims_of_a_notebook_the_run_does_not_know_are_named_and_left_out(tmp_path):
+    "Before: claims/NAME.csv of a notebook since renamed was gathered into claims.csv in silence."
+    experiments, out = claims_notebook(tmp_path / "experiments"), tmp_path / "figs"
+    stale = out / "claims" / "00_renamed.csv"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("notebook,claim,status,ours,paper,rule\n00_renamed,old,reproduces,x,y,z\n")
+    said = []
+    reproduce.reproduce("smoke", out_dir=out, experiments_dir=experiments, only=["01"], log=said.append)
+    assert any("00_renamed.csv" in line and "left out" in line and "delete them" in line for line in said), said
+    assert pd.read_csv(out / "claims.csv").notebook.tolist() == ["01_claims"]
+    assert stale.read_text().startswith("notebook,claim")  # named and left out, not deleted
+
+
+@pytest.mark.parametrize("damage, facts", [
+    (lambda claims: (claims / "01_claims.csv").write_text("notebook,claim\n01_claims,a\n"), ["01_claims.csv lacks the columns"]),
+    (lambda claims: (claims / "01_claims.csv").write_bytes(b"\xff\xfe\x00\x01"), ["01_claims.csv is not a CSV file of claims"]),
+    (lambda claims: (claims / "01_claims.csv").mkdir(), ["01_claims.csv is a folder where notebook 01_claims's claims file"]),
+    (lambda claims: claims.rmdir() or claims.write_text("x"), ["claims is a file where the folder", "move it away"]),
+])
+def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage, facts):
+    """Before: a part without its columns gave blank statuses and "rerun posenc-reproduce" (a loop); a binary part ended in
+    codec text after a notebook had published; `claims` as a file, or a part that is a folder, named nothing we wrote."""
+    experiments, out = claims_notebook(tmp_path / "experiments"), tmp_path / "figs"
+    (out / "claims").mkdir(parents=True)
+    damage(out / "claims")
+    before = snapshot(out)
+    code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments], capsys)
+    assert code == 1 and all(fact in err for fact in facts), err
+    if "lacks" in facts[0] or "CSV" in facts[0]:
+        assert "`posenc-reproduce --only 01_claims`" in err and "delete it" in err, err  # what writes it anew: no loop
+    assert snapshot(out) == before and not (out / "notebooks").exists()  # refused before any notebook ran
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe\x00\x01", b"", b"notebook,seconds\n01_only,1.0\n"])
+def test_a_damaged_timings_file_is_set_aside_and_the_run_timed(tmp_path, capsys, damage):
+    """Binary, empty, or without its `profile` column. Before: an --only run published its notebook, then failed with codec
+    text, "No columns to parse" or an unexpected AttributeError, naming no file; the run's times were lost."""
+    experiments = experiment(tmp_path / "experiments", "01_only")
+    out = tmp_path / "figs"
+    out.mkdir()
+    timings = out / "reproduce_timings.csv"
+    timings.write_bytes(damage)
+    capsys.readouterr()
+    code = reproduce.main(["--profile", "smoke", "--only", "01", "--out", str(out), "--experiments-dir", str(experiments)])
+    said = capsys.readouterr().out
+    assert code == 0 and f"{timings} " in said and "set aside as reproduce_timings.damaged.csv" in said, said
+    assert (out / "reproduce_timings.damaged.csv").read_bytes() == damage  # kept, not overwritten
+    assert pd.read_csv(timings).notebook.tolist() == ["01_only"]  # this run's times recorded
+    assert (out / "notebooks" / "01_only.ipynb").exists()
+
+
+@pytest.mark.parametrize("override, key", [
+    ("corpus=nosuch", "corpus: 'nosuch' would not be used"),
+    ("tokenizer=/nonexistent/tok.json", "tokenizer: /nonexistent/tok.json would not be used"),
+])
+def test_a_task_run_refuses_corpus_and_tokenizer_settings(tmp_path, capsys, override, key):
+    "Before: `posenc-train task=copy corpus=nosuch` trained without a word, and the unused corpus entered the config hash."
+    out = tmp_path / "run"
+    code, err = posenc_train(["--out", out, "task=copy", "seq_len=42", "max_steps=1", "warmup_steps=0", override], capsys)
+    assert code == 2 and key in err and "task 'copy'" in err, err
+    assert not list(tmp_path.iterdir())  # nothing made
+    # a task run with the default corpus and tokenizer keeps the hash that names its committed run folder
+    assert config_hash(TrainConfig(task="copy", vocab_size=70, seq_len=42)) == "9a26320c9e"
+
+
+def tiny_model() -> TransformerLM:
+    torch.manual_seed(0)
+    return TransformerLM(ModelConfig(vocab_size=300, n_layer=2, n_head=2, d_model=16, max_len=32, pos_encoding="nopos")).eval()
+
+
+def test_library_functions_check_their_arguments_first(monkeypatch):
+    "Before: a bare KeyError, a frame with no columns, an AttributeError, a ZeroDivisionError after some scoring, and so on."
+    model, tokens = tiny_model(), torch.randint(0, 300, (2000,)).numpy()
+    scored = []
+    real_perplexity = evaluate.perplexity_by_length
+    monkeypatch.setattr(evaluate, "perplexity_by_length", lambda *a, **k: scored.append(a) or real_perplexity(*a, **k))
+    cases = [(lambda: task_examples("nosuch", 2, 0), "task must be one of repeat, replace, copy, reverse, got 'nosuch'"),
+             (lambda: exact_match(model, "copy", lengths=[]), "lengths must not be empty, got []"),
+             (lambda: task_examples("copy", 2, seed=2**64), "seed must be an integer in [0, 2**64)"),
+             (lambda: evaluate.attention_scale_sweep(model, tokens, [16], [1.0, 1.5], train_length=1),
+              "train_length must be at least 2 for the log-length rule"),
+             (lambda: evaluate.attention_scale_sweep(model, tokens, [1, 16], [1.0], train_length=16),
+              "context_lengths each entry must be at least 2"),
+             (lambda: probe_layers(model, tokens, tokens, layers=["1"]), "layer '1' (a str, not an integer) does not exist")]
+    for call, said in cases:
+        with pytest.raises(ValueError) as error:
+            call()
+        assert said in str(error.value), error.value
+    assert not scored  # refused before any factor was scored
+    pytest.importorskip("transformer_lens")
+    from posenc_nb.interop import from_hooked_transformer
+    with pytest.raises(TypeError, match="got a TransformerLM, which is our model already"):
+        from_hooked_transformer(model)
+
+
+def test_a_seed_out_of_range_is_bad_input_to_training_and_plan(tmp_path, capsys):
+    "Before: posenc-train seed=18446744073709551616 ended in torch's \"Overflow when unpacking long long\"."
+    for main, args in [(posenc_nb.train.main, ["--out", tmp_path / "run", f"seed={2**64}", "--no-progress"]),
+                       (plan.plan_main, ["--profile", "smoke", f"seeds=[{2**64}]", "--out", tmp_path / "plan.sh"])]:
+        code, err = command(main, args, capsys)
+        assert code == 2 and f"seed: must be an integer in [0, 2**64), the seeds torch takes, got {2**64}" in err, err
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_data_folder_the_os_refuses_names_the_setting(tmp_path, capsys, monkeypatch):
+    """Under /proc, and read-only (as the OS answers a read-only mount: this test may run as root, whom permissions do
+    not stop). Before: "[Errno 2]" or "[Errno 30]" on a `.lock`, naming no setting."""
+    read_only = tmp_path / "data"
+    read_only.mkdir()
+    real_temporary = tempfile.TemporaryFile
+    def refusing(*args, dir=None, **kwargs):
+        if Path(dir) == read_only:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_temporary(*args, dir=dir, **kwargs)
+    monkeypatch.setattr(tempfile, "TemporaryFile", refusing)
+    for folder, reason in [("/proc/data", "/proc takes no new files (the OS says: No such file or directory)"),
+                           (read_only, f"{read_only} takes no new files (the OS says: Read-only file system)")]:
+        monkeypatch.setenv("POSENC_DATA_DIR", str(folder))
+        code, err = posenc_train(["--out", tmp_path / "run", "max_steps=1", "warmup_steps=0"], capsys)
+        assert code == 2 and f"POSENC_DATA_DIR={folder} cannot be used: {reason}" in err, err
+        assert "set POSENC_DATA_DIR to a folder you can write to" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix != ".lock") == ["data"] and not list(read_only.iterdir())
+
+
+def test_full_disk_while_the_plan_is_written(tmp_path, capsys, monkeypatch):
+    "Before: the generic \"a run resumes from its last checkpoint\" paragraph, and a 0-byte plan.sh left behind."
+    script = tmp_path / "plan.sh"
+    script.write_text("# the plan of an earlier run\n")
+    real_write = Path.write_text
+    def half_then_full(path, text, *args, **kwargs):
+        real_write(path, text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    code, err = command(plan.plan_main, ["--profile", "smoke", "--out", script], capsys)
+    monkeypatch.undo()
+    assert code == 1 and f"the disk is full: --out {script} was not written, and nothing was left there" in err, err
+    assert "checkpoint" not in err, err
+    assert os.listdir(tmp_path) == ["plan.sh"] and script.read_text() == "# the plan of an earlier run\n"
