@@ -9,6 +9,7 @@ import argparse
 import ctypes
 import inspect
 import json
+import math
 import os
 import platform
 import re
@@ -28,16 +29,21 @@ import torch.nn.functional as F
 from .encodings import ENCODINGS, encoding_problem
 from .model import PRESETS, ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
-from .profiles import PROFILES
+from .profiles import PROFILES, committed_figures
 from .batches import IGNORE, lm_batch
+from .learner import Learner, Processes, autocast_for, make_optimizer
 from .train import Trainer
+from .grids import core_grid
+from .scores import runs_perplexity
+from .workers import time_side_by_side
 from .utils import (EXIT_STATUS, choice_problem, each_entry, explained, or_null, positive_int_problem, run_command,
-                             suggest, unwritable)
+                             suggest, unwritable, write_output)
 
 # %% auto #0
-__all__ = ['PAPER_ENCODINGS', 'EVAL_LIMITS', 'SECTIONS', 'matmul_peak_flops', 'train_flops_per_token', 'bench_train',
-           'measure_throughput', 'measure_overhead', 'measure_forward', 'bench_eval', 'markdown_table', 'train_goals',
-           'eval_goals', 'run_benchmark', 'main']
+__all__ = ['PRECISIONS', 'STEP_PARTS', 'PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MATMUL_LIMIT',
+           'matmul_peak_flops', 'matmul_peaks', 'train_flops_per_token', 'bench_train', 'measure_throughput',
+           'measure_overhead', 'step_breakdown', 'precision_check', 'measure_forward', 'bench_eval', 'markdown_table',
+           'train_goals', 'eval_goals', 'run_benchmark', 'main']
 
 # %% ../nbs/15_bench.ipynb #5aa7df05
 def _seconds(fn, device: str | torch.device = "cpu") -> float:
@@ -57,6 +63,14 @@ def matmul_peak_flops(device: str | torch.device = "cpu", n: int | None = None, 
     a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
     _seconds(lambda: a @ b, device)  # warm-up
     return 2 * n**3 / min(_seconds(lambda: a @ b, device) for _ in range(repeats))
+
+
+PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # a training `dtype` -> the dtype of its matmuls
+
+
+def matmul_peaks(device: str | torch.device = "cpu", n: int | None = None, repeats: int = 10) -> dict[str, float]:
+    "`matmul_peak_flops` in each of `PRECISIONS`, by the training `dtype` whose matmuls run in it."
+    return {name: matmul_peak_flops(device, n, repeats, dtype) for name, dtype in PRECISIONS.items()}
 
 # %% ../nbs/15_bench.ipynb #7c9e9a8f
 def train_flops_per_token(model: TransformerLM, seq_len: int) -> float:
@@ -78,43 +92,53 @@ def _plain_step(model, optimizer, inputs, targets, grad_clip: float = 0.0, autoc
 
 # %% ../nbs/15_bench.ipynb #0116dcce
 def bench_train(
-    preset: str = "cpu-small",
-    batch_size: int = 32,
+    preset: str = "cpu-core",
+    batch_size: int = 16,
     seq_len: int = 128,
     steps: int = 15,
-    vocab_size: int = 2048,
+    vocab_size: int = 259,  # the cpu profile's: 256 bytes and the special tokens
     encodings=tuple(ENCODINGS),
+    dtypes=tuple(PRECISIONS),
     seed: int = 0,
     compile_backend: str = "",
 ) -> pd.DataFrame:
-    """Tokens/s of one training step per encoding, its ratio to NoPos, and the model TFLOP/s it achieves; with a
-    `compile_backend` (of `torch.compile`, e.g. "inductor"), also the compiled model's step and its speed-up."""
+    """Tokens/s of one training step per encoding and training `dtype`, its ratio to NoPos's in that dtype (and to its
+    own float32 step), and the model TFLOP/s it achieves; with a `compile_backend` (of `torch.compile`, e.g.
+    "inductor"), also the compiled model's step and its speed-up."""
     torch.manual_seed(seed)
     batch = torch.randint(0, vocab_size, (batch_size, seq_len + 1))
     runs = {}
     for name in encodings:
         model = TransformerLM(ModelConfig.from_preset(preset, vocab_size=vocab_size, max_len=seq_len, pos_encoding=name))
-        runs[name, False] = (model, torch.optim.AdamW(model.parameters(), lr=1e-4), [])
-        if compile_backend:  # the same weights and optimizer, compiled
-            runs[name, True] = (torch.compile(model, backend=compile_backend), runs[name, False][1], [])
+        optimizer = make_optimizer(model, TrainConfig())
+        for dtype in dtypes:  # the same weights and optimizer in each dtype, and compiled
+            autocast = autocast_for(dtype, torch.device("cpu"))
+            runs[name, dtype, False] = (model, optimizer, autocast, [])
+            if compile_backend:
+                runs[name, dtype, True] = (torch.compile(model, backend=compile_backend), optimizer, autocast, [])
 
     for round_ in range(steps + 1):  # round 0 warms up (and compiles)
-        for model, optimizer, times in runs.values():
-            seconds = _seconds(lambda: _plain_step(model, optimizer, batch[:, :-1], batch[:, 1:]))
+        for model, optimizer, autocast, times in runs.values():
+            seconds = _seconds(lambda: _plain_step(model, optimizer, batch[:, :-1], batch[:, 1:], autocast=autocast))
             if round_:
                 times.append(seconds)
     rows = []
-    for name in encodings:
-        model, _, times = runs[name, False]
+    for (name, dtype, compiled), (model, _, _, times) in runs.items():
+        if compiled:
+            continue
         tokens_per_s = batch_size * seq_len / min(times)
-        rows.append(dict(encoding=name, step_ms=1e3 * min(times), tokens_per_s=tokens_per_s,
+        rows.append(dict(encoding=name, dtype=dtype, step_ms=1e3 * min(times), tokens_per_s=tokens_per_s,
                          model_tflops=train_flops_per_token(model, seq_len) * tokens_per_s / 1e12))
         if compile_backend:
-            compiled = min(runs[name, True][2])
-            rows[-1].update(compiled_step_ms=1e3 * compiled, compiled_speedup=min(times) / compiled)
-    table = pd.DataFrame(rows).set_index("encoding")
-    if "nopos" in table.index:
-        table.insert(2, "vs_nopos", table.tokens_per_s / table.tokens_per_s["nopos"])
+            compiled_s = min(runs[name, dtype, True][3])
+            rows[-1].update(compiled_step_ms=1e3 * compiled_s, compiled_speedup=min(times) / compiled_s)
+    table = pd.DataFrame(rows).set_index(["encoding", "dtype"])
+    speed, dtype_of = table.tokens_per_s, table.index.get_level_values("dtype")
+    if "nopos" in encodings:
+        table.insert(2, "vs_nopos", speed / dtype_of.map(speed.xs("nopos", level="encoding")).to_numpy())
+    if "float32" in dtypes:
+        float32 = speed.xs("float32", level="dtype")
+        table.insert(table.columns.get_loc("model_tflops"), "vs_float32", speed / table.index.get_level_values("encoding").map(float32).to_numpy())
     return table
 
 # %% ../nbs/15_bench.ipynb #74140c26
@@ -124,19 +148,20 @@ def _timing_config(cfg: TrainConfig, max_steps: int, **keys) -> TrainConfig:
                    checkpoint_interval=10**9, **keys)
 
 # %% ../nbs/15_bench.ipynb #b6f4aceb
-def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None) -> dict:
-    "Training tokens/s and MFU of the `Trainer` on `cfg`'s model, batch and device (peak: `matmul_peak_flops(n=matmul_size)`)."
+def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None, peaks: dict | None = None) -> dict:
+    """Training tokens/s of the `Trainer` on `cfg`'s model, batch and device, and its MFU against each of `peaks` (FLOP/s
+    by `PRECISIONS` name; default: `matmul_peaks` of that device, `n=matmul_size`)."""
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(_timing_config(cfg, steps + 2), tmp, progress=False)
         trainer.fit(1)
         seconds = _seconds(lambda: trainer.fit(steps), trainer.device)
         trainer.close()
     tokens_per_s = steps * cfg.batch_size * cfg.seq_len / seconds
-    dtype = torch.bfloat16 if isinstance(trainer.autocast, torch.autocast) else torch.float32
-    peak = matmul_peak_flops(trainer.device, n=matmul_size, dtype=dtype)
+    dtype = "bfloat16" if isinstance(trainer.autocast, torch.autocast) else "float32"
     flops = train_flops_per_token(trainer.model, cfg.seq_len) * tokens_per_s
-    return dict(model=cfg.model, params=trainer.model.num_params(), device=str(trainer.device), dtype=str(dtype),
-                tokens_per_s=tokens_per_s, model_tflops=flops / 1e12, peak_tflops=peak / 1e12, mfu=flops / peak)
+    peaks = peaks or matmul_peaks(trainer.device, n=matmul_size)
+    return dict(model=cfg.model, params=trainer.model.num_params(), device=str(trainer.device), dtype=dtype,
+                tokens_per_s=tokens_per_s, model_tflops=flops / 1e12, **{f"mfu_{name}": flops / peak for name, peak in peaks.items()})
 
 # %% ../nbs/15_bench.ipynb #af701515
 def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict:
@@ -169,6 +194,70 @@ def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict
     return dict(trainer_s_per_step=float(np.median(timings["wall"]["trainer"])),
                 bare_s_per_step=float(np.median(timings["wall"]["bare"])), overhead_pct=float(overhead["wall"]),
                 cpu_overhead_pct=float(overhead["cpu"]), timings=timings)
+
+# %% ../nbs/15_bench.ipynb #3cec2f64
+STEP_PARTS = ("matmuls", "attention", "elementwise", "loss", "optimizer", "data", "Python")
+_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
+
+
+def _step_part(event) -> str | None:
+    "The part of `STEP_PARTS` a profiled operator's own time belongs to; None for the wrappers around operators (Python's)."
+    scopes, parent = {event.name}, event.cpu_parent
+    while parent is not None:
+        scopes.add(parent.name)
+        parent = parent.cpu_parent
+    if "batch" in scopes:  # the phases `Learner.train_step` names
+        return "data"
+    if "update" in scopes:
+        return "optimizer"
+    if "scaled_dot_product" in event.name:
+        return "attention"
+    if event.name in _MATMULS:
+        return "matmuls"
+    if any(op in event.name for op in ("log_softmax", "nll_loss")):
+        return "loss"
+    return "elementwise" if event.name.startswith("aten::") else None
+
+
+def step_breakdown(cfg: TrainConfig, steps: int = 5) -> pd.DataFrame:
+    """ms a step, and share, of each of `STEP_PARTS` in the `Learner`'s training step of `cfg` on the CPU, from
+    torch.profiler over `steps` steps after a warm-up step."""
+    learner = Learner(_timing_config(cfg, steps + 1, device="cpu"), Processes(torch.device("cpu")))
+    learner.train_step(0)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+        seconds = _seconds(lambda: [learner.train_step(step) for step in range(1, steps + 1)])
+    ms = dict.fromkeys(STEP_PARTS, 0.0)
+    for event in profiler.events():
+        if part := _step_part(event):
+            ms[part] += event.self_cpu_time_total / 1e3 / steps
+    ms["Python"] = 1e3 * seconds / steps - sum(ms.values())
+    table = pd.DataFrame(dict(ms=ms)).rename_axis("part")
+    return table.assign(share=table.ms / table.ms.sum())
+
+# %% ../nbs/15_bench.ipynb #a37b7554
+def precision_check(profile: str = "cpu", reference: pd.DataFrame | None = None, jobs: int | None = None) -> pd.DataFrame:
+    """Per encoding of `profile`'s core models: the mean validation loss (nats a token, at `seq_len`, on its `eval_tokens`)
+    over seeds in float32 and under bfloat16 autocast, their difference, the float32 seeds' std, and whether bfloat16 is
+    within it or better (`passes`). float32's scores: the `seq_len` rows of `reference` (an `extrapolation.csv` of float32
+    runs: encoding, seed, context_length, perplexity), else float32 runs trained here; `jobs` side by side."""
+    params = PROFILES[profile]
+    settings, seq_len = params["train_settings"], params["train_settings"]["seq_len"]
+
+    def losses(dtype: str) -> pd.DataFrame:
+        grid = core_grid({**settings, "dtype": dtype}, params["corpus"], params["encodings"], params["seeds"])
+        calls = [dict(run=run, context_lengths=[seq_len], max_tokens=params["eval_tokens"])
+                 for run in grid.runs_by_encoding(jobs).values()]
+        return pd.concat(runs_perplexity(calls, jobs))
+
+    scores = {"bfloat16": losses("bfloat16"), "float32": losses("float32") if reference is None else reference}
+    table = pd.concat({dtype: frame[frame.context_length == seq_len].set_index(["encoding", "seed"]).perplexity.map(math.log)
+                       for dtype, frame in scores.items()}, axis=1)
+    table = table[table.index.get_level_values("encoding").isin(params["encodings"])]
+    by_encoding = table.groupby(level="encoding", sort=False)
+    summary = pd.DataFrame(dict(float32=by_encoding.float32.mean(), bfloat16=by_encoding.bfloat16.mean(),
+                                float32_std=by_encoding.float32.std(), n_seeds=by_encoding.size()))
+    summary.insert(2, "difference", summary.bfloat16 - summary.float32)
+    return summary.assign(passes=summary.difference <= summary.float32_std)
 
 # %% ../nbs/15_bench.ipynb #d9143ab3
 def _rss_kib(field: str) -> int:
@@ -251,6 +340,7 @@ def markdown_table(df: pd.DataFrame, digits: int = 3) -> str:
 
 # %% ../nbs/15_bench.ipynb #e366b778
 PAPER_ENCODINGS = ("nopos", "learned", "sinusoidal", "rope", "alibi")  # held to 10% of NoPos's training step; the others to 15%
+BFLOAT16_SPEEDUP = 2.0  # the goal for a bfloat16 training step of the paper's encodings, in float32 steps' tokens/s
 EVAL_LIMITS = {"alibi": (1.1, 1.1)}  # time, peak memory over NoPos's at the longest length; every other encoding: 3x, 2x
 
 
@@ -259,16 +349,25 @@ def _verdict(met: bool) -> str:
 
 
 def train_goals(train: pd.DataFrame) -> list[str]:
-    "The training-step goals on `bench_train`'s table: the paper's encodings within 10% of NoPos, the others at least 0.85x."
-    if "nopos" not in train.index:
-        return []
-    ratios, goals = train.vs_nopos.drop("nopos"), []
-    for paper, floor, what in ((True, 0.9, "within 10% of NoPos (the paper's encodings)"),
-                               (False, 0.85, "at least 0.85x NoPos (encodings beyond the paper)")):
-        group = ratios[[(name in PAPER_ENCODINGS) == paper for name in ratios.index]]
-        if len(group):
-            goals.append(f"- training step {what}: slowest {group.idxmin()} at {group.min():.2f}x NoPos's tokens/s "
-                         f"-> {_verdict(group.min() >= floor)}")
+    """The training-step goals on `bench_train`'s table: in each dtype, the paper's encodings within 10% of NoPos and the
+    others at least 0.85x; the paper's encodings' bfloat16 step at least `BFLOAT16_SPEEDUP` times as fast as float32's."""
+    goals = []
+    for dtype, table in train.groupby(level="dtype", sort=False):
+        table = table.droplevel("dtype")
+        if "nopos" not in table.index:
+            continue
+        ratios = table.vs_nopos.drop("nopos")
+        for paper, floor, what in ((True, 0.9, "within 10% of NoPos (the paper's encodings)"),
+                                   (False, 0.85, "at least 0.85x NoPos (encodings beyond the paper)")):
+            group = ratios[[(name in PAPER_ENCODINGS) == paper for name in ratios.index]]
+            if len(group):
+                goals.append(f"- {dtype} training step {what}: slowest {group.idxmin()} at {group.min():.2f}x NoPos's "
+                             f"tokens/s -> {_verdict(group.min() >= floor)}")
+    if "vs_float32" in train and "bfloat16" in train.index.get_level_values("dtype"):
+        speedups = train.vs_float32.xs("bfloat16", level="dtype")
+        if len(paper := speedups[speedups.index.isin(PAPER_ENCODINGS)]):
+            goals.append(f"- bfloat16 training step at least {BFLOAT16_SPEEDUP:g}x float32's tokens/s (the paper's encodings): "
+                         f"slowest {paper.idxmin()} at {paper.min():.2f}x -> {_verdict(paper.min() >= BFLOAT16_SPEEDUP)}")
     return goals
 
 
@@ -285,18 +384,29 @@ def eval_goals(evals: pd.DataFrame) -> list[str]:
     return goals
 
 # %% ../nbs/15_bench.ipynb #af63c9f2
-SECTIONS = ("train", "trainer", "eval")
+SECTIONS = ("train", "breakdown", "trainer", "side_by_side", "eval")
 
 
-def _train_section(preset, batch_size, seq_len, steps, encodings, matmul_size, compile_backend) -> tuple[list[str], list[str]]:
-    "The report's lines and goals for a training step per encoding."
-    peak_before = matmul_peak_flops(n=matmul_size)
-    train = bench_train(preset, batch_size, seq_len, steps, encodings=encodings, compile_backend=compile_backend)
-    peak = max(peak_before, matmul_peak_flops(n=matmul_size))  # before and after: a burst of load can hide the peak
-    train["mfu"] = train.model_tflops * 1e12 / peak
+def _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks, compile_backend) -> tuple[list[str], list[str]]:
+    "The report's lines and goals for a training step per encoding and dtype."
+    train = bench_train(preset, batch_size, seq_len, steps, encodings=encodings, dtypes=dtypes, compile_backend=compile_backend)
+    for name, peak in peaks.items():
+        train[f"mfu_{name}"] = train.model_tflops * 1e12 / peak
+    train["bf16_limit_ms"] = train.step_ms * train.model_tflops * 1e12 / peaks["bfloat16"]  # its FLOPs at the bfloat16 peak
     compiled = f"; compiled with torch.compile(backend={compile_backend!r}) beside" if compile_backend else ""
-    return [f"### Training step per encoding ({preset}; forward, backward, AdamW), batch {batch_size} x {seq_len} tokens, best "
-            f"of {steps}; MFU against a float32 matmul peak of {peak / 1e9:.1f} GFLOP/s{compiled}", markdown_table(train), ""], train_goals(train)
+    return [f"### Training step per encoding and dtype ({preset}; forward, backward, AdamW), batch {batch_size} x {seq_len} "
+            f"tokens, best of {steps}; MFU against each matmul peak; bf16_limit_ms: the step's model FLOPs at the bfloat16 "
+            f"peak, how fast it would be if all its work ran as a large bfloat16 matmul{compiled}", markdown_table(train), ""], \
+        train_goals(train)
+
+
+def _breakdown_section(train_profile, dtypes, steps) -> tuple[list[str], list[str]]:
+    "The report's lines for where the training profile's step spends its time, in each dtype."
+    cfg = TrainConfig.from_dict(PROFILES[train_profile]["train_settings"])
+    table = pd.concat({dtype: step_breakdown(replace(cfg, dtype=dtype), steps) for dtype in dtypes}, axis=1)
+    table.columns = [f"{dtype} {column}" for dtype, column in table.columns]
+    return [f"### Where a training step of the {train_profile} profile goes ({cfg.model}, {cfg.pos_encoding}, batch "
+            f"{cfg.batch_size} x {cfg.seq_len}): ms a step under torch.profiler, mean of {steps}", markdown_table(table), ""], []
 
 
 def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[str], list[str]]:
@@ -313,6 +423,17 @@ def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[st
                    f"({overhead['cpu_overhead_pct']:+.1f}% CPU time) -> {_verdict(overhead['overhead_pct'] < 5)}"]
 
 
+def _side_by_side_section(train_profile, side_steps) -> tuple[list[str], list[str]]:
+    "The report's lines and goal for two of the training profile's models side by side against one after the other."
+    cfg = _timing_config(TrainConfig.from_dict(PROFILES[train_profile]["train_settings"]), side_steps)
+    timing = time_side_by_side(asdict(cfg), runs=2, threads=len(os.sched_getaffinity(0)))  # one after the other on every core
+    lines = [f"### Two models of the {train_profile} profile ({cfg.pos_encoding}, {cfg.dtype}, {side_steps} steps each) side "
+             f"by side, one thread each, against one after the other on {timing['threads']} threads",
+             markdown_table(pd.DataFrame([timing]).set_index("runs")), ""]
+    return lines, [f"- two models side by side faster than one after the other: {timing['speedup']:.2f}x -> "
+                   f"{_verdict(timing['speedup'] > 1)}"]
+
+
 def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> tuple[list[str], list[str]]:
     "The report's lines and goals for long-context forward passes."
     evals = bench_eval(preset, lengths, max_len=seq_len, encodings=encodings, repeats=repeats, rounds=eval_rounds)
@@ -320,34 +441,45 @@ def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> 
             "rounds taken in turns; peak = resident memory above the model, median of the rounds", markdown_table(evals), ""], eval_goals(evals)
 
 # %% ../nbs/15_bench.ipynb #b8d0f2a4
-def run_benchmark(preset: str = "cpu-small", batch_size: int = 32, seq_len: int = 128, steps: int = 15,
-                  lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS), matmul_size: int | None = None,
-                  sections=SECTIONS, train_profile: str = "cpu", rounds: int = 20, compile_backend: str = "",
-                  eval_rounds: int = 3) -> str:
+def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 128, steps: int = 15,
+                  lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS), dtypes=tuple(PRECISIONS),
+                  matmul_size: int | None = None, sections=SECTIONS, train_profile: str = "cpu", rounds: int = 20,
+                  side_steps: int = 100, compile_backend: str = "", eval_rounds: int = 3) -> str:
     """The benchmark's `sections` (of `SECTIONS`) as a markdown report, ending with the goals they bear on; a
     `compile_backend` (e.g. "inductor") also times each training step compiled by `torch.compile` (off by default);
-    `rounds` of the trainer's overhead, `eval_rounds` of the long-context passes."""
+    `rounds` of the trainer's overhead, `side_steps` steps of each model trained side by side, `eval_rounds` of the
+    long-context passes."""
     if problems := _argument_problems(locals()):  # the first statement: locals() holds the arguments alone
         raise ConfigError(problems)
     load_before = os.getloadavg()[0]
+    peaks = matmul_peaks(n=matmul_size)
     lines, goals = [], []
-    for section, make in (("train", lambda: _train_section(preset, batch_size, seq_len, steps, encodings, matmul_size, compile_backend)),
+    for section, make in (("train", lambda: _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks, compile_backend)),
+                          ("breakdown", lambda: _breakdown_section(train_profile, dtypes, steps)),
                           ("trainer", lambda: _trainer_section(train_profile, steps, matmul_size, rounds)),
+                          ("side_by_side", lambda: _side_by_side_section(train_profile, side_steps)),
                           ("eval", lambda: _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds))):
         if section in sections:
             section_lines, section_goals = make()
             lines, goals = lines + section_lines, goals + section_goals
     header = [f"## posenc-bench: {', '.join(sections)}; torch {torch.__version__}, {torch.get_num_threads()} threads",
-              f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after", ""]
+              f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after",
+              f"matmul peaks (CPU, best of 10): float32 {peaks['float32'] / 1e9:.1f} GFLOP/s, bfloat16 "
+              f"{peaks['bfloat16'] / 1e9:.1f} GFLOP/s ({peaks['bfloat16'] / peaks['float32']:.1f}x)", ""]
     return "\n".join(header + lines + ["### Goals", *goals])
 
 # %% ../nbs/15_bench.ipynb #fc90899e
+MATMUL_LIMIT = 16384  # the largest matmul_size: two such float32 matrices take 2 GiB
+
 _RULES = [  # (argument, its rule): every one checked before any work starts
-    *((k, positive_int_problem) for k in ("batch_size", "seq_len", "steps", "repeats", "rounds", "eval_rounds")),
-    ("matmul_size", or_null(positive_int_problem, "the device's default")),
+    *((k, positive_int_problem) for k in ("batch_size", "seq_len", "steps", "repeats", "rounds", "side_steps", "eval_rounds")),
+    ("matmul_size", or_null(lambda n: positive_int_problem(n) or (None if n <= MATMUL_LIMIT else
+     f"must be at most {MATMUL_LIMIT}: two {n} x {n} matrices take {8 * n * n / 2**30:.0f} GiB in float32, got {n}"),
+                            "the device's default")),
     ("lengths", explained(each_entry(positive_int_problem), "lengths in tokens, e.g. [128, 8192]")),
     ("sections", each_entry(lambda section: choice_problem(section, SECTIONS))),
     ("encodings", each_entry(encoding_problem)),
+    ("dtypes", each_entry(lambda dtype: choice_problem(dtype, PRECISIONS))),
     ("preset", lambda preset: choice_problem(preset, PRESETS)),
     ("train_profile", lambda profile: choice_problem(profile, PROFILES)),
     ("compile_backend", lambda backend: None if isinstance(backend, str) else
@@ -387,6 +519,6 @@ def main(argv=None):
         print(report)
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(report + "\n")
+            write_output(out, lambda tmp: tmp.write_text(report + "\n"), "--out")
 
     return run_command("posenc-bench", body)

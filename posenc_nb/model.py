@@ -20,8 +20,8 @@ from .utils import check_value, choice_problem, fraction_problem, positive_int_p
 
 # %% auto #0
 __all__ = ['PRESETS', 'MODEL_VERSION', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention',
-           'SelfAttention', 'MLP', 'Block', 'LMOutput', 'TransformerLM', 'position_token_ratio', 'check_token_ids',
-           'encoding_options']
+           'attention_dtype', 'SelfAttention', 'MLP', 'Block', 'LMOutput', 'TransformerLM', 'position_token_ratio',
+           'check_token_ids', 'encoding_options']
 
 # %% ../nbs/01_model.ipynb #926d5fe0
 @dataclass
@@ -129,8 +129,18 @@ def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropou
         scores = scores + (whole.flip(-2) if bias.reversed_queries else whole)  # queries in order
     if causal:
         scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    probs = scores.softmax(dim=-1)
-    return F.dropout(probs, dropout_p) @ v, probs
+    probs = scores.softmax(dim=-1, dtype=torch.float32)  # in float32 whatever the scores' dtype
+    return F.dropout(probs, dropout_p).to(v.dtype) @ v, probs
+
+# %% ../nbs/01_model.ipynb #c1073353
+def attention_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype attention runs in, for a block's input `x`: `x`'s, or autocast's when it is on - except on the CPU, where
+    attention stays in float32 under autocast: there PyTorch's flash-attention kernel took longer in bfloat16 than in
+    float32 (2.7x: forward and backward, 16 sequences x 4 heads x 128 positions x 32 dimensions, one thread)."""
+    device = x.device.type
+    if not torch.is_autocast_enabled(device):
+        return x.dtype
+    return torch.float32 if device == "cpu" else torch.get_autocast_dtype(device)
 
 # %% ../nbs/01_model.ipynb #97476be4
 class SelfAttention(nn.Module):
@@ -146,11 +156,13 @@ class SelfAttention(nn.Module):
     def forward(self, x, pos: PositionalEncoding, bias, output_attentions: bool = False):
         q, k, v = (rearrange(t, "b t (h d) -> b h t d", h=self.n_head) for t in self.qkv(x).chunk(3, dim=-1))
         q, k = pos.rotate(q, k)
-        dropout_p = self.dropout if self.training else 0.0
-        if output_attentions:
-            y, probs = explicit_attention(q, k, v, bias, self.causal, dropout_p)
-        else:
-            y, probs = fused_attention(q, k, v, bias, self.causal, dropout_p), None
+        dtype, dropout_p = attention_dtype(x), self.dropout if self.training else 0.0
+        with torch.autocast(x.device.type, enabled=False):  # in `dtype`, the bias's, whatever autocast would pick
+            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+            if output_attentions:
+                y, probs = explicit_attention(q, k, v, bias, self.causal, dropout_p)
+            else:
+                y, probs = fused_attention(q, k, v, bias, self.causal, dropout_p), None
         return self.resid_drop(self.proj(rearrange(y, "b h t d -> b t (h d)"))), probs
 
 # %% ../nbs/01_model.ipynb #a65480d6
@@ -201,11 +213,6 @@ def _init_linear(module: nn.Module):
             nn.init.zeros_(module.bias)
 
 
-def _attention_dtype(x: torch.Tensor) -> torch.dtype:
-    "The dtype attention scores will have: autocast's, when it is on."
-    device = x.device.type
-    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
-
 # %% ../nbs/01_model.ipynb #1b3d5f7a
 class TransformerLM(nn.Module):
     "A decoder-only transformer language model with a pluggable positional encoding."
@@ -241,7 +248,7 @@ class TransformerLM(nn.Module):
             check_token_ids(idx, self.config.vocab_size)
             raise
         x = self.drop(self.pos.embed(embedded * self.embed_scale))
-        bias = attention_bias(self.pos, idx.shape[1], self.config.causal, _attention_dtype(x), x.device)
+        bias = attention_bias(self.pos, idx.shape[1], self.config.causal, attention_dtype(x), x.device)
         hidden_states, attentions = [x], []
         for block in self.blocks:
             x, probs = block(x, self.pos, bias, output_attentions)
