@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -219,13 +219,33 @@ def _step_part(event) -> str | None:
     return "elementwise" if event.name.startswith("aten::") else None
 
 
+@contextmanager
+def _stderr_silenced():
+    "Within the block, file descriptor 2 goes nowhere: the lines torch's profiler writes from C++ as it starts and stops."
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as nowhere:
+            os.dup2(nowhere.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def step_breakdown(cfg: TrainConfig, steps: int = 5) -> pd.DataFrame:
     """ms a step, and share, of each of `STEP_PARTS` in the `Learner`'s training step of `cfg` on the CPU, from
     torch.profiler over `steps` steps after a warm-up step."""
     learner = Learner(_timing_config(cfg, steps + 1, device="cpu"), Processes(torch.device("cpu")))
     learner.train_step(0)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiler:
+    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+    with _stderr_silenced():
+        profiler.start()
+    try:
         seconds = _seconds(lambda: [learner.train_step(step) for step in range(1, steps + 1)])
+    finally:
+        with _stderr_silenced():
+            profiler.stop()
     ms = dict.fromkeys(STEP_PARTS, 0.0)
     for event in profiler.events():
         if part := _step_part(event):
@@ -444,7 +464,7 @@ def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> 
 def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 128, steps: int = 15,
                   lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS), dtypes=tuple(PRECISIONS),
                   matmul_size: int | None = None, sections=SECTIONS, train_profile: str = "cpu", rounds: int = 20,
-                  side_steps: int = 100, compile_backend: str = "", eval_rounds: int = 3) -> str:
+                  side_steps: int = 500, compile_backend: str = "", eval_rounds: int = 3) -> str:
     """The benchmark's `sections` (of `SECTIONS`) as a markdown report, ending with the goals they bear on; a
     `compile_backend` (e.g. "inductor") also times each training step compiled by `torch.compile` (off by default);
     `rounds` of the trainer's overhead, `side_steps` steps of each model trained side by side, `eval_rounds` of the

@@ -26,6 +26,7 @@ from .learner import Learner, Processes, lr_at
 from .metrics import truncate_metrics
 from .model import position_token_ratio
 from .model_cache import unload_model
+from .published_corpora import data_dir
 from .utils import EXIT_STATUS, file_lock, run_command, unwritable
 
 # %% auto #0
@@ -178,6 +179,8 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
             raise ConfigError([("out", f"{out_dir} cannot hold a run: {reason}; give a folder you can write to, e.g. --out runs/NAME")])
         raise ValueError(f"the run folder {out_dir} cannot be made: {reason}; set POSENC_RUNS_DIR to a folder you can write "
                          "to (or unset it), then rerun")
+    if not cfg.task:
+        data_dir()  # a data folder the OS refuses is named before the run's lock file is made
     is_main = int(os.environ.get("RANK", 0)) == 0
     say = print if is_main and (progress if verbose is None else verbose) else lambda message: None
     # Notebooks run side by side (nbdev_test, papermill) may ask for the same run: one trains it, the others reuse it.
