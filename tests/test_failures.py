@@ -28,7 +28,7 @@ import torch
 from papermill.iorw import LocalHandler
 
 import posenc_nb.train
-from posenc_nb import evaluate, plan, reproduce, tokens
+from posenc_nb import bench, evaluate, plan, reproduce, tokens
 from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
@@ -903,6 +903,29 @@ def test_a_data_folder_the_os_refuses_names_the_setting(tmp_path, capsys, monkey
         assert code == 2 and f"POSENC_DATA_DIR={folder} cannot be used: {reason}" in err, err
         assert "set POSENC_DATA_DIR to a folder you can write to" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data"] and not list(read_only.iterdir())  # no run lock either
+
+
+def test_a_matmul_the_machine_cannot_hold_is_refused_before_work(capsys, monkeypatch):
+    "Before: posenc-bench matmul_size=1000000 ended in the allocator's text."
+    monkeypatch.setattr(bench, "matmul_peak_flops", lambda *a, **k: pytest.fail("the benchmark started"))
+    code, err = command(bench.main, ["matmul_size=1000000"], capsys)
+    assert code == 2 and "matmul_size: must be at most 16384: two 1000000 x 1000000 matrices take 7451 GiB" in err, err
+
+
+def test_full_disk_while_the_bench_report_is_written(tmp_path, capsys, monkeypatch):
+    "Before: the generic paragraph, and a 0-byte bench.md left behind."
+    report = tmp_path / "bench.md"
+    report.write_text("# an earlier report\n")
+    monkeypatch.setattr(bench, "run_benchmark", lambda **keys: "the report")
+    real_write = Path.write_text
+    def half_then_full(path, text, *args, **kwargs):
+        real_write(path, text[: len(text) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(Path, "write_text", half_then_full)
+    code, err = command(bench.main, ["--out", report], capsys)
+    monkeypatch.undo()
+    assert code == 1 and f"the disk is full: --out {report} was not written, and nothing was left there" in err, err
+    assert os.listdir(tmp_path) == ["bench.md"] and report.read_text() == "# an earlier report\n"
 
 
 def test_full_disk_while_the_plan_is_written(tmp_path, capsys, monkeypatch):
