@@ -9,7 +9,6 @@ import argparse
 import ctypes
 import inspect
 import json
-import math
 import os
 import platform
 import re
@@ -17,144 +16,38 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from .encodings import ENCODINGS, encoding_problem
 from .model import PRESETS, ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
-from .profiles import PROFILES, committed_figures
-from .batches import IGNORE, lm_batch
-from .learner import Learner, Processes, autocast_for, make_optimizer
+from .profiles import PROFILES
+from .batches import lm_batch
 from .train import Trainer
-from .grids import core_grid
-from .scores import runs_perplexity
+from .step_speed import (PRECISIONS, bench_train, matmul_peaks, plain_step, step_breakdown, timing_config,
+                                  train_flops_per_token, wall_seconds)
 from .workers import time_side_by_side
 from .utils import (EXIT_STATUS, choice_problem, each_entry, explained, or_null, positive_int_problem, run_command,
                              suggest, unwritable, write_output)
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'STEP_PARTS', 'PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MATMUL_LIMIT',
-           'matmul_peak_flops', 'matmul_peaks', 'train_flops_per_token', 'bench_train', 'measure_throughput',
-           'measure_overhead', 'step_breakdown', 'precision_check', 'measure_forward', 'bench_eval', 'markdown_table',
-           'train_goals', 'eval_goals', 'run_benchmark', 'main']
-
-# %% ../nbs/15_bench.ipynb #5aa7df05
-def _seconds(fn, device: str | torch.device = "cpu") -> float:
-    "Wall-clock seconds of `fn()`, including the GPU work it queued on `device`."
-    cuda = torch.device(device).type == "cuda"
-    if cuda: torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if cuda: torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
-def matmul_peak_flops(device: str | torch.device = "cpu", n: int | None = None, repeats: int = 10,
-                      dtype: torch.dtype = torch.float32) -> float:
-    "Best FLOP/s of an `n x n` matrix product (default 8192 on a GPU, 2048 otherwise) in `dtype` over `repeats` tries."
-    n = n or (8192 if torch.device(device).type == "cuda" else 2048)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    _seconds(lambda: a @ b, device)  # warm-up
-    return 2 * n**3 / min(_seconds(lambda: a @ b, device) for _ in range(repeats))
-
-
-PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # a training `dtype` -> the dtype of its matmuls
-
-
-def matmul_peaks(device: str | torch.device = "cpu", n: int | None = None, repeats: int = 10) -> dict[str, float]:
-    "`matmul_peak_flops` in each of `PRECISIONS`, by the training `dtype` whose matmuls run in it."
-    return {name: matmul_peak_flops(device, n, repeats, dtype) for name, dtype in PRECISIONS.items()}
-
-# %% ../nbs/15_bench.ipynb #7c9e9a8f
-def train_flops_per_token(model: TransformerLM, seq_len: int) -> float:
-    "Model FLOPs of one training token (forward and backward), PaLM's accounting."
-    cfg = model.config
-    matmul_params = model.num_params() - sum(p.numel() for p in model.pos.parameters())
-    return 6 * matmul_params + 12 * cfg.n_layer * cfg.d_model * seq_len
-
-# %% ../nbs/15_bench.ipynb #b52a29ff
-def _plain_step(model, optimizer, inputs, targets, grad_clip: float = 0.0, autocast=None):
-    "One bare training step on `inputs`: forward (under `autocast`), mean loss of the targets not `IGNORE`d, backward, AdamW."
-    with nullcontext() if autocast is None else autocast:
-        logits = model(inputs).logits
-    F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE).backward()
-    if grad_clip:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-
-# %% ../nbs/15_bench.ipynb #0116dcce
-def bench_train(
-    preset: str = "cpu-core",
-    batch_size: int = 16,
-    seq_len: int = 128,
-    steps: int = 15,
-    vocab_size: int = 259,  # the cpu profile's: 256 bytes and the special tokens
-    encodings=tuple(ENCODINGS),
-    dtypes=tuple(PRECISIONS),
-    seed: int = 0,
-    compile_backend: str = "",
-) -> pd.DataFrame:
-    """Tokens/s of one training step per encoding and training `dtype`, its ratio to NoPos's in that dtype (and to its
-    own float32 step), and the model TFLOP/s it achieves; with a `compile_backend` (of `torch.compile`, e.g.
-    "inductor"), also the compiled model's step and its speed-up."""
-    torch.manual_seed(seed)
-    batch = torch.randint(0, vocab_size, (batch_size, seq_len + 1))
-    runs = {}
-    for name in encodings:
-        model = TransformerLM(ModelConfig.from_preset(preset, vocab_size=vocab_size, max_len=seq_len, pos_encoding=name))
-        optimizer = make_optimizer(model, TrainConfig())
-        for dtype in dtypes:  # the same weights and optimizer in each dtype, and compiled
-            autocast = autocast_for(dtype, torch.device("cpu"))
-            runs[name, dtype, False] = (model, optimizer, autocast, [])
-            if compile_backend:
-                runs[name, dtype, True] = (torch.compile(model, backend=compile_backend), optimizer, autocast, [])
-
-    for round_ in range(steps + 1):  # round 0 warms up (and compiles)
-        for model, optimizer, autocast, times in runs.values():
-            seconds = _seconds(lambda: _plain_step(model, optimizer, batch[:, :-1], batch[:, 1:], autocast=autocast))
-            if round_:
-                times.append(seconds)
-    rows = []
-    for (name, dtype, compiled), (model, _, _, times) in runs.items():
-        if compiled:
-            continue
-        tokens_per_s = batch_size * seq_len / min(times)
-        rows.append(dict(encoding=name, dtype=dtype, step_ms=1e3 * min(times), tokens_per_s=tokens_per_s,
-                         model_tflops=train_flops_per_token(model, seq_len) * tokens_per_s / 1e12))
-        if compile_backend:
-            compiled_s = min(runs[name, dtype, True][3])
-            rows[-1].update(compiled_step_ms=1e3 * compiled_s, compiled_speedup=min(times) / compiled_s)
-    table = pd.DataFrame(rows).set_index(["encoding", "dtype"])
-    speed, dtype_of = table.tokens_per_s, table.index.get_level_values("dtype")
-    if "nopos" in encodings:
-        table.insert(2, "vs_nopos", speed / dtype_of.map(speed.xs("nopos", level="encoding")).to_numpy())
-    if "float32" in dtypes:
-        float32 = speed.xs("float32", level="dtype")
-        table.insert(table.columns.get_loc("model_tflops"), "vs_float32", speed / table.index.get_level_values("encoding").map(float32).to_numpy())
-    return table
-
-# %% ../nbs/15_bench.ipynb #74140c26
-def _timing_config(cfg: TrainConfig, max_steps: int, **keys) -> TrainConfig:
-    "`cfg` cut to `max_steps` steps, with no evaluation or checkpoint on the way (the last step never comes)."
-    return replace(cfg, max_steps=max_steps, warmup_steps=min(cfg.warmup_steps, max_steps), eval_interval=10**9,
-                   checkpoint_interval=10**9, **keys)
+__all__ = ['PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MATMUL_LIMIT', 'measure_throughput',
+           'measure_overhead', 'measure_forward', 'bench_eval', 'markdown_table', 'train_goals', 'eval_goals',
+           'run_benchmark', 'main']
 
 # %% ../nbs/15_bench.ipynb #b6f4aceb
 def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None, peaks: dict | None = None) -> dict:
     """Training tokens/s of the `Trainer` on `cfg`'s model, batch and device, and its MFU against each of `peaks` (FLOP/s
     by `PRECISIONS` name; default: `matmul_peaks` of that device, `n=matmul_size`)."""
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = Trainer(_timing_config(cfg, steps + 2), tmp, progress=False)
+        trainer = Trainer(timing_config(cfg, steps + 2), tmp, progress=False)
         trainer.fit(1)
-        seconds = _seconds(lambda: trainer.fit(steps), trainer.device)
+        seconds = wall_seconds(lambda: trainer.fit(steps), trainer.device)
         trainer.close()
     tokens_per_s = steps * cfg.batch_size * cfg.seq_len / seconds
     dtype = "bfloat16" if isinstance(trainer.autocast, torch.autocast) else "float32"
@@ -170,7 +63,7 @@ def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict
     order flipping every round; the overhead is the median over pairs of trainer time / bare time - 1, so that changes
     in machine load between pairs cancel out. Measured in wall-clock time and, steadier on a shared machine, in the
     process's CPU time (which on a GPU counts the host's work only)."""
-    cfg = _timing_config(cfg, steps * (rounds + 1) + 1, log_interval=1)
+    cfg = timing_config(cfg, steps * (rounds + 1) + 1, log_interval=1)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, tmp, progress=True)
         batches = [[t.to(trainer.device) for t in lm_batch(trainer.train_tokens, cfg, s, specials=trainer.specials)[:2]]
@@ -178,14 +71,14 @@ def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict
 
         def bare_loop():
             for inputs, targets in batches:
-                _plain_step(trainer.model, trainer.optimizer, inputs, targets, cfg.grad_clip, trainer.autocast)
+                plain_step(trainer.model, trainer.optimizer, inputs, targets, cfg.grad_clip, trainer.autocast)
 
         loops = {"trainer": lambda: trainer.fit(steps), "bare": bare_loop}
         timings = {clock: {"trainer": [], "bare": []} for clock in ("wall", "cpu")}
         for pair in range(rounds + 1):
             for name in sorted(loops, reverse=pair % 2 == 1):
                 cpu = time.process_time()
-                wall = _seconds(loops[name], trainer.device)
+                wall = wall_seconds(loops[name], trainer.device)
                 if pair:
                     timings["wall"][name].append(wall / steps)
                     timings["cpu"][name].append((time.process_time() - cpu) / steps)
@@ -194,90 +87,6 @@ def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict
     return dict(trainer_s_per_step=float(np.median(timings["wall"]["trainer"])),
                 bare_s_per_step=float(np.median(timings["wall"]["bare"])), overhead_pct=float(overhead["wall"]),
                 cpu_overhead_pct=float(overhead["cpu"]), timings=timings)
-
-# %% ../nbs/15_bench.ipynb #3cec2f64
-STEP_PARTS = ("matmuls", "attention", "elementwise", "loss", "optimizer", "data", "Python")
-_MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
-
-
-def _step_part(event) -> str | None:
-    "The part of `STEP_PARTS` a profiled operator's own time belongs to; None for the wrappers around operators (Python's)."
-    scopes, parent = {event.name}, event.cpu_parent
-    while parent is not None:
-        scopes.add(parent.name)
-        parent = parent.cpu_parent
-    if "batch" in scopes:  # the phases `Learner.train_step` names
-        return "data"
-    if "update" in scopes:
-        return "optimizer"
-    if "scaled_dot_product" in event.name:
-        return "attention"
-    if event.name in _MATMULS:
-        return "matmuls"
-    if any(op in event.name for op in ("log_softmax", "nll_loss")):
-        return "loss"
-    return "elementwise" if event.name.startswith("aten::") else None
-
-
-@contextmanager
-def _stderr_silenced():
-    "Within the block, file descriptor 2 goes nowhere: the lines torch's profiler writes from C++ as it starts and stops."
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as nowhere:
-            os.dup2(nowhere.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def step_breakdown(cfg: TrainConfig, steps: int = 5) -> pd.DataFrame:
-    """ms a step, and share, of each of `STEP_PARTS` in the `Learner`'s training step of `cfg` on the CPU, from
-    torch.profiler over `steps` steps after a warm-up step."""
-    learner = Learner(_timing_config(cfg, steps + 1, device="cpu"), Processes(torch.device("cpu")))
-    learner.train_step(0)
-    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
-    with _stderr_silenced():
-        profiler.start()
-    try:
-        seconds = _seconds(lambda: [learner.train_step(step) for step in range(1, steps + 1)])
-    finally:
-        with _stderr_silenced():
-            profiler.stop()
-    ms = dict.fromkeys(STEP_PARTS, 0.0)
-    for event in profiler.events():
-        if part := _step_part(event):
-            ms[part] += event.self_cpu_time_total / 1e3 / steps
-    ms["Python"] = 1e3 * seconds / steps - sum(ms.values())
-    table = pd.DataFrame(dict(ms=ms)).rename_axis("part")
-    return table.assign(share=table.ms / table.ms.sum())
-
-# %% ../nbs/15_bench.ipynb #a37b7554
-def precision_check(profile: str = "cpu", reference: pd.DataFrame | None = None, jobs: int | None = None) -> pd.DataFrame:
-    """Per encoding of `profile`'s core models: the mean validation loss (nats a token, at `seq_len`, on its `eval_tokens`)
-    over seeds in float32 and under bfloat16 autocast, their difference, the float32 seeds' std, and whether bfloat16 is
-    within it or better (`passes`). float32's scores: the `seq_len` rows of `reference` (an `extrapolation.csv` of float32
-    runs: encoding, seed, context_length, perplexity), else float32 runs trained here; `jobs` side by side."""
-    params = PROFILES[profile]
-    settings, seq_len = params["train_settings"], params["train_settings"]["seq_len"]
-
-    def losses(dtype: str) -> pd.DataFrame:
-        grid = core_grid({**settings, "dtype": dtype}, params["corpus"], params["encodings"], params["seeds"])
-        calls = [dict(run=run, context_lengths=[seq_len], max_tokens=params["eval_tokens"])
-                 for run in grid.runs_by_encoding(jobs).values()]
-        return pd.concat(runs_perplexity(calls, jobs))
-
-    scores = {"bfloat16": losses("bfloat16"), "float32": losses("float32") if reference is None else reference}
-    table = pd.concat({dtype: frame[frame.context_length == seq_len].set_index(["encoding", "seed"]).perplexity.map(math.log)
-                       for dtype, frame in scores.items()}, axis=1)
-    table = table[table.index.get_level_values("encoding").isin(params["encodings"])]
-    by_encoding = table.groupby(level="encoding", sort=False)
-    summary = pd.DataFrame(dict(float32=by_encoding.float32.mean(), bfloat16=by_encoding.bfloat16.mean(),
-                                float32_std=by_encoding.float32.std(), n_seeds=by_encoding.size()))
-    summary.insert(2, "difference", summary.bfloat16 - summary.float32)
-    return summary.assign(passes=summary.difference <= summary.float32_std)
 
 # %% ../nbs/15_bench.ipynb #d9143ab3
 def _rss_kib(field: str) -> int:
@@ -304,7 +113,7 @@ def _forward_in_this_process(config: dict, length: int, repeats: int, threads: i
         libc.mallopt(-1, 2**26)  # and trims its top beyond 64 MiB only (M_TRIM_THRESHOLD), as its default rule ends up doing
         times = []
         while len(times) < repeats or sum(times) < min_seconds:  # short inputs: many tries, as their times scatter most
-            times.append(_seconds(lambda: model(idx)))
+            times.append(wall_seconds(lambda: model(idx)))
     return min(times), peak
 
 
@@ -428,7 +237,7 @@ def _breakdown_section(train_profile, dtypes, steps) -> tuple[list[str], list[st
     return [f"### Where a training step of the {train_profile} profile goes ({cfg.model}, {cfg.pos_encoding}, batch "
             f"{cfg.batch_size} x {cfg.seq_len}): ms a step under torch.profiler, mean of {steps}", markdown_table(table), ""], []
 
-
+# %% ../nbs/15_bench.ipynb #f10a929c
 def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[str], list[str]]:
     "The report's lines and goal for the `Trainer` on a training profile."
     cfg = TrainConfig.from_dict(PROFILES[train_profile]["train_settings"])
@@ -445,7 +254,7 @@ def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[st
 
 def _side_by_side_section(train_profile, side_steps) -> tuple[list[str], list[str]]:
     "The report's lines and goal for two of the training profile's models side by side against one after the other."
-    cfg = _timing_config(TrainConfig.from_dict(PROFILES[train_profile]["train_settings"]), side_steps)
+    cfg = timing_config(TrainConfig.from_dict(PROFILES[train_profile]["train_settings"]), side_steps)
     timing = time_side_by_side(asdict(cfg), runs=2, threads=len(os.sched_getaffinity(0)))  # one after the other on every core
     lines = [f"### Two models of the {train_profile} profile ({cfg.pos_encoding}, {cfg.dtype}, {side_steps} steps each) side "
              f"by side, one thread each, against one after the other on {timing['threads']} threads",
@@ -453,7 +262,7 @@ def _side_by_side_section(train_profile, side_steps) -> tuple[list[str], list[st
     return lines, [f"- two models side by side faster than one after the other: {timing['speedup']:.2f}x -> "
                    f"{_verdict(timing['speedup'] > 1)}"]
 
-
+# %% ../nbs/15_bench.ipynb #e67f7ed7
 def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> tuple[list[str], list[str]]:
     "The report's lines and goals for long-context forward passes."
     evals = bench_eval(preset, lengths, max_len=seq_len, encodings=encodings, repeats=repeats, rounds=eval_rounds)

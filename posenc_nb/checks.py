@@ -95,7 +95,7 @@ def check_layers(model, layers=None) -> list[int]:
         raise ValueError(f"no layers given: name some of 0..{model.config.n_layer}, or pass None for all")
     return list(layers)
 
-
+# %% ../nbs/08a_checks.ipynb #5136522b
 def check_attention_layer(model, layer: int) -> int:
     "Raise ValueError unless `layer` is a transformer block of `model` (1..n_layer)."
     n_layer = model.config.n_layer

@@ -313,7 +313,7 @@ def save_claims(claims: list[Claim], out_dir, notebook: str) -> Path:
     pd.DataFrame([dict(notebook=notebook, **asdict(c)) for c in claims], columns=COLUMNS).to_csv(path, index=False)
     return path
 
-
+# %% ../nbs/12e_claims.ipynb #adc493df
 def _claims_problem(table: pd.DataFrame) -> str | None:
     "What is wrong with `table` as claims: columns of `COLUMNS` missing, or statuses not among `STATUSES`; None when nothing is."
     if missing := [c for c in COLUMNS if c not in table.columns]:
@@ -352,7 +352,7 @@ def gather_claims(out_dir, notebooks=None) -> tuple[pd.DataFrame | None, list[Pa
     tables = [_notebook_claims(p) for p in parts if p.exists()]
     return (pd.concat(tables, ignore_index=True)[COLUMNS] if tables else None), others
 
-
+# %% ../nbs/12e_claims.ipynb #2b7b401c
 def write_claims_table(out_dir, notebooks=None) -> Path | None:
     """Write the claims `gather_claims` finds under `out_dir` as `claims.csv`, the claims of other files left out; None when
     there are none (a `claims.csv` of claims since left out is emptied)."""

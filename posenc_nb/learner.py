@@ -207,7 +207,7 @@ class Learner:
         """Optimizer step `step` (0-based) on the global batch; returns its mean loss. A loss that is not finite is returned
         without taking the step."""
         rank, world_size = self.procs.rank, self.procs.world_size
-        with record_function("batch"):  # the phases `posenc_nb.bench.step_breakdown` reads from torch.profiler
+        with record_function("batch"):  # the phases `posenc_nb.step_speed.step_breakdown` reads from torch.profiler
             inputs, targets, n_scored = lm_batch(self.train_tokens, self.cfg, step, rank, world_size, specials=self.specials)
         torch.manual_seed(derived_seed(self.cfg.seed, step, rank, _DROPOUT))
         loss = accumulate_gradients(self.forward, inputs.to(self.device), targets.to(self.device), n_scored,

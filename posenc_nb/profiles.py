@@ -91,10 +91,7 @@ PROFILES["cpu"] = dict(
     # positive arm passes (00_positive_arm, seed 0): permuting the learned model's position table costs it 1.17 to 1.22
     # nats a byte (three permutations, 120k validation bytes), and a probe on its last layer places a byte within 2.6
     # positions (the middle guess: 32).
-    # bfloat16 autocast (weights, optimizer state and loss in float32): a step twice as fast as float32's on this CPU,
-    # adopted by the check of 15_bench (`precision_check`): over three seeds, every one of the core five ended 2,000
-    # steps within its float32 seeds' spread of float32's loss at 128 (learned +0.014, NoPos +0.012, sinusoidal +0.002
-    # nats a byte; RoPE -0.006 and ALiBi -0.003, better).
+    # bfloat16: twice float32's step, and within its seed spread for all five (14c_step_speed: `precision_check`)
     train_settings=dict(model="cpu-core", vocab_size=259, seq_len=128, batch_size=16, lr=3e-3, min_lr=2e-4,
                         warmup_steps=40, max_steps=2000, dtype="bfloat16", eval_interval=250, eval_batches=8,
                         log_interval=10, checkpoint_interval=250),

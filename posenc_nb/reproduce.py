@@ -78,8 +78,7 @@ def notebook_parameters(notebook: Path, params: dict) -> dict:
     declared = pm.inspect_notebook(str(notebook))
     if not declared:
         raise ValueError(f"{Path(notebook).name} has no cell tagged 'parameters'; tag the cell that sets its parameters.")
-    missing = [k for k in declared if k not in params]
-    if missing:
+    if missing := [k for k in declared if k not in params]:
         raise ValueError(f"{Path(notebook).name} declares parameters {missing} that the profile does not set; "
                          "add them to every profile in PROFILES.")
     return {k: params[k] for k in declared}
@@ -135,8 +134,7 @@ def clear_dead_kernel_folders():
 
 class _IPCKernelManager(AsyncKernelManager):
     """A kernel on local IPC sockets in a scratch folder of its own: no network ports, no 'running over TCP' warning in
-    every progress log, and no socket file in the notebooks' folder however the run ends (a kill -9 leaves its folder in
-    the temporary folder, for the next run to clear: `clear_dead_kernel_folders`)."""
+    every progress log, no socket file in the notebooks' folder even after a kill -9 (`clear_dead_kernel_folders`)."""
 
     def __init__(self, **kwargs):
         super().__init__(transport="ipc", **kwargs)
@@ -154,7 +152,7 @@ class _IPCKernelManager(AsyncKernelManager):
         shutil.rmtree(Path(self.ip).parent, ignore_errors=True)
         self._owner.close()
 
-
+# %% ../nbs/14_reproduce.ipynb #10e88d75
 def _without_paths(output: Path):
     "Papermill's record of the run in `output` without this machine's paths: file names only."
     nb = nbformat.read(output, as_version=4)
@@ -218,9 +216,8 @@ def _publish(staging: Path, out_dir: Path):
 
 # %% ../nbs/14_reproduce.ipynb #f1a2b3c4
 def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool, log) -> tuple[Path, dict, list, list]:
-    """The output folder, the parameters, `(notebook, its parameters)` for each chosen notebook, and the names of every
-    experiment notebook (whose claims `claims.csv` gathers): every check before anything runs. Claims files in the output
-    folder that none of them writes are named, and left out."""
+    """The output folder, the parameters, `(notebook, its parameters)` for each chosen notebook and the names of every
+    experiment notebook (whose claims `claims.csv` gathers; others' claims named): every check before anything runs."""
     out_dir, params = _check_request(profile, overrides, out_dir, replace)
     every = experiment_notebooks(experiments_dir)
     todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in select_notebooks(every, only)]
@@ -232,9 +229,9 @@ def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, repl
 
 # %% ../nbs/14_reproduce.ipynb #9b76c7c6
 def _run_staged(notebook: Path, parameters: dict, out_dir: Path, known: list) -> Path:
-    """Run `notebook` into a staging folder in `out_dir` and publish its executed copy, figures, tables and claims together
-    (`claims.csv` gathers those of the `known` notebooks anew); a failed notebook publishes nothing, and its executed copy, with the
-    traceback, is kept as `notebooks/NAME.failed.ipynb`."""
+    """Run `notebook` into a staging folder in `out_dir` and publish its executed copy, figures, tables and claims
+    together (`claims.csv` gathers those of the `known` notebooks anew); a failed notebook publishes nothing, and its
+    executed copy, with the traceback, is kept as `notebooks/NAME.failed.ipynb`."""
     staging, published = out_dir / f".staging-{notebook.stem}", out_dir / "notebooks" / notebook.name
     staged, failed = staging / "notebooks" / notebook.name, published.with_suffix(".failed.ipynb")
     shutil.rmtree(staging, ignore_errors=True)
@@ -320,9 +317,8 @@ def _earlier_timings(path: Path, log) -> pd.DataFrame | None:
 
 
 def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print):
-    """Write a run's `timings` to `path`: a `whole` run's replace the file; those of a run of some notebooks (`--only`)
-    replace those notebooks' rows in the file of an earlier run of the same profile, so a notebook added later joins it.
-    A damaged file is set aside (`_earlier_timings`), and the run's times written all the same."""
+    """Write a run's `timings` to `path`, a damaged file set aside (`_earlier_timings`): a `whole` run's replace it; an
+    `--only` run's, its notebooks' rows in an earlier run's file of the same profile (one added later joins it)."""
     earlier = _earlier_timings(path, log)
     if not whole:
         if earlier is None or (len(earlier) and set(earlier.profile) != set(timings.profile)):
@@ -331,18 +327,16 @@ def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print):
         timings = pd.concat([kept, timings]).sort_values("notebook") if len(kept) else timings
     atomic_write(path, lambda tmp: timings.to_csv(tmp, index=False))
 
-
+# %% ../nbs/14_reproduce.ipynb #889ecc5c
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
               nproc_per_node: int = 1) -> pd.DataFrame:
-    """Run the experiment notebooks (or those in `only`) under `profile`, with `overrides`; a row per notebook with its
-    time, also written to `out_dir`/reproduce_timings.csv (`record_timings`). Each notebook's executed copy,
-    figures and tables reach `out_dir` together, only if it succeeds; other results than the cpu profile's reach the
-    committed figures only with `replace`. The notebooks train `train_jobs` models side by side (a parameter like any
-    other; None: one a usable core). With `launcher="torchrun"`, the runs the notebooks need are first trained one by one through torchrun on
-    `nproc_per_node` processes (`train_locally`), and the notebooks only analyse. A full run into the committed figures
-    also rewrites the README's generated blocks (`posenc_nb.report`); a full run elsewhere writes a copy of the README with
-    its blocks from `out_dir` there, as `out_dir`/README.md."""
+    """Run the experiment notebooks (or those in `only`) under `profile` with `overrides`, each publishing to `out_dir`
+    only if it succeeds (`_run_staged`; other results than the cpu profile's reach the committed figures only with
+    `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv. They train `train_jobs`
+    models side by side (None: one a usable core); with `launcher="torchrun"`, torchrun first trains their runs one by
+    one on `nproc_per_node` processes (`train_locally`). A full run rewrites the README's generated blocks
+    (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as `out_dir`/README.md."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
@@ -373,9 +367,8 @@ def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | Non
 
 # %% ../nbs/14_reproduce.ipynb #6c35e0a4
 def main(argv=None) -> int:
-    """`posenc-reproduce [--profile NAME] [--only NAME ...] [--out DIR] [--replace] [--dry-run]
-    [--launcher torchrun --nproc-per-node N] [key=value ...]`, or
-    `posenc-reproduce plan ...` (see `plan_main`); returns the exit status."""
+    """`posenc-reproduce [--profile NAME] [--only NAME ...] [--out DIR] [--replace] [--dry-run] [--launcher torchrun
+    --nproc-per-node N] [key=value ...]`, or `posenc-reproduce plan ...` (see `plan_main`); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["plan"]:
         return plan_main(argv[1:])

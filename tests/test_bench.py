@@ -5,7 +5,7 @@ from unittest import mock
 
 import pytest
 
-from posenc_nb import bench
+from posenc_nb import bench, step_speed
 from posenc_nb.bench import main
 
 
@@ -29,7 +29,7 @@ def posenc_bench(*args: str) -> str:
 def test_bad_argument_is_refused_naming_the_key(capsys, arg, key):
     """Before: a length of 0 gave a row of NaN ratios; negative, string or float lengths a child process's traceback;
     empty lists and steps=0 an "unexpected KeyError" or "min() arg is an empty sequence", after minutes of work."""
-    with mock.patch.object(bench, "matmul_peak_flops", side_effect=AssertionError("the benchmark started")):
+    with mock.patch.object(step_speed, "matmul_peak_flops", side_effect=AssertionError("the benchmark started")):
         assert main([arg]) == 2
     err = capsys.readouterr().err
     assert f"{key}: " in err and "Traceback" not in err, err

@@ -28,7 +28,7 @@ import torch
 from papermill.iorw import LocalHandler
 
 import posenc_nb.train
-from posenc_nb import bench, evaluate, plan, reproduce, tokens
+from posenc_nb import bench, evaluate, plan, reproduce, step_speed, tokens
 from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
@@ -907,7 +907,7 @@ def test_a_data_folder_the_os_refuses_names_the_setting(tmp_path, capsys, monkey
 
 def test_a_matmul_the_machine_cannot_hold_is_refused_before_work(capsys, monkeypatch):
     "Before: posenc-bench matmul_size=1000000 ended in the allocator's text."
-    monkeypatch.setattr(bench, "matmul_peak_flops", lambda *a, **k: pytest.fail("the benchmark started"))
+    monkeypatch.setattr(step_speed, "matmul_peak_flops", lambda *a, **k: pytest.fail("the benchmark started"))
     code, err = command(bench.main, ["matmul_size=1000000"], capsys)
     assert code == 2 and "matmul_size: must be at most 16384: two 1000000 x 1000000 matrices take 7451 GiB" in err, err
 
