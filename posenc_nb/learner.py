@@ -74,11 +74,13 @@ def accumulate_gradients(forward, inputs: torch.Tensor, targets: torch.Tensor, n
 
 # %% ../nbs/06a_learner.ipynb #0023dc79
 def clipped_update(model: nn.Module, optimizer: torch.optim.Optimizer, lr: float, grad_clip: float) -> float:
-    "One optimizer step at `lr` on the gradients clipped to norm `grad_clip` (0: not clipped); their norm before clipping."
+    """One optimizer step at `lr` on the gradients clipped to norm `grad_clip` (0: not clipped); their norm before clipping.
+    A norm that is not finite (a gradient that overflowed) takes no step: it would write inf or NaN into the weights."""
     for group in optimizer.param_groups:
         group["lr"] = lr
     grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), grad_clip or math.inf))
-    optimizer.step()
+    if math.isfinite(grad_norm):
+        optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return grad_norm
 
@@ -204,8 +206,8 @@ class Learner:
                             for i in range(cfg.eval_batches)]
 
     def train_step(self, step: int) -> float:
-        """Optimizer step `step` (0-based) on the global batch; returns its mean loss. A loss that is not finite is returned
-        without taking the step."""
+        """Optimizer step `step` (0-based) on the global batch; returns its mean loss. A loss or gradient norm that is not
+        finite takes no step (`grad_norm` is then NaN or that norm)."""
         rank, world_size = self.procs.rank, self.procs.world_size
         with record_function("batch"):  # the phases `posenc_nb.step_speed.step_breakdown` reads from torch.profiler
             inputs, targets, n_scored = lm_batch(self.train_tokens, self.cfg, step, rank, world_size, specials=self.specials)
@@ -217,6 +219,7 @@ class Learner:
                 self.grad_norm = clipped_update(self.model, self.optimizer, lr_at(step, self.cfg), self.cfg.grad_clip)
         else:
             self.optimizer.zero_grad(set_to_none=True)
+            self.grad_norm = math.nan
         return loss
 
     def evaluate(self) -> float:

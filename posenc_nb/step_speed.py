@@ -78,9 +78,9 @@ def plain_step(model, optimizer, inputs, targets, grad_clip: float = 0.0, autoca
 def bench_train(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 128, steps: int = 15,
                 vocab_size: int = 259, encodings=tuple(ENCODINGS), dtypes=tuple(PRECISIONS), seed: int = 0,
                 compile_backend: str = "") -> pd.DataFrame:
-    """Tokens/s of one training step (`vocab_size` 259: the cpu profile's bytes) per encoding and training `dtype`, its ratio to NoPos's in that dtype (and to its
-    own float32 step), and the model TFLOP/s it achieves; with a `compile_backend` (of `torch.compile`, e.g.
-    "inductor"), also the compiled model's step and its speed-up."""
+    """Tokens/s of one training step (`vocab_size` 259: the cpu profile's bytes) per encoding and training `dtype`, its
+    ratio to NoPos's in that dtype (and to its own float32 step), and the model TFLOP/s it achieves; with a
+    `compile_backend` (of `torch.compile`, e.g. "inductor"), also the compiled model's step and its speed-up."""
     torch.manual_seed(seed)
     batch = torch.randint(0, vocab_size, (batch_size, seq_len + 1))
     runs = {}
@@ -109,12 +109,12 @@ def bench_train(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 1
             compiled_s = min(runs[name, dtype, True][3])
             rows[-1].update(compiled_step_ms=1e3 * compiled_s, compiled_speedup=min(times) / compiled_s)
     table = pd.DataFrame(rows).set_index(["encoding", "dtype"])
-    speed, dtype_of = table.tokens_per_s, table.index.get_level_values("dtype")
+    speed, (encoding_of, dtype_of) = table.tokens_per_s, (table.index.get_level_values(k) for k in ("encoding", "dtype"))
     if "nopos" in encodings:
         table.insert(2, "vs_nopos", speed / dtype_of.map(speed.xs("nopos", level="encoding")).to_numpy())
     if "float32" in dtypes:
-        float32 = speed.xs("float32", level="dtype")
-        table.insert(table.columns.get_loc("model_tflops"), "vs_float32", speed / table.index.get_level_values("encoding").map(float32).to_numpy())
+        float32 = encoding_of.map(speed.xs("float32", level="dtype")).to_numpy()
+        table.insert(table.columns.get_loc("model_tflops"), "vs_float32", speed / float32)
     return table
 
 # %% ../nbs/14c_step_speed.ipynb #74140c26
@@ -198,8 +198,9 @@ def precision_check(profile: str = "cpu", reference: pd.DataFrame | None = None,
         return pd.concat(runs_perplexity(calls, jobs))
 
     scores = {"bfloat16": losses("bfloat16"), "float32": losses("float32") if reference is None else reference}
-    table = pd.concat({dtype: frame[frame.context_length == seq_len].set_index(["encoding", "seed"]).perplexity.map(math.log)
-                       for dtype, frame in scores.items()}, axis=1)
+    at_seq_len = {dtype: frame[frame.context_length == seq_len].set_index(["encoding", "seed"]).perplexity
+                  for dtype, frame in scores.items()}
+    table = pd.concat(at_seq_len, axis=1).map(math.log)
     table = table[table.index.get_level_values("encoding").isin(params["encodings"])]
     by_encoding = table.groupby(level="encoding", sort=False)
     summary = pd.DataFrame(dict(float32=by_encoding.float32.mean(), bfloat16=by_encoding.bfloat16.mean(),

@@ -104,12 +104,14 @@ class RunLog:
 
 # %% ../nbs/07_train.ipynb #af547e77
 class TrainingDiverged(RuntimeError):
-    "The loss became NaN or infinite; the run stopped and its last checkpoint was kept."
+    "The loss, or the gradient's norm, became NaN or infinite; the run stopped and its last checkpoint was kept."
 
-    def __init__(self, loss: float, step: int, saved_step: int | None, out_dir: Path):
+    def __init__(self, loss: float, step: int, saved_step: int | None, out_dir: Path, grad_norm: float = math.nan):
         kept = "no checkpoint had been written yet" if saved_step is None else \
             f"its last checkpoint (step {saved_step}) in {out_dir} was kept"
-        super().__init__(f"the training loss is {loss} in step {step + 1}; the run stopped and {kept}. Lower lr, or raise "
+        what = (f"the training loss is {loss}" if not math.isfinite(loss) else
+                f"the gradient norm is {grad_norm} (loss {loss:.4g})")
+        super().__init__(f"{what} in step {step + 1}; the run stopped and {kept}. Lower lr, or raise "
                          "warmup_steps or grad_clip, then retrain with --force (train(..., force=True)).")
 
 # %% ../nbs/07_train.ipynb #c1aecfa4
@@ -138,8 +140,8 @@ class Trainer(Learner):
             while self.step < end:
                 started = time.perf_counter()
                 loss = self.train_step(self.step)
-                if not math.isfinite(loss):
-                    raise TrainingDiverged(loss, self.step, self.saved_step, self.out_dir)
+                if not math.isfinite(self.grad_norm):  # NaN when the loss was not finite: no step was taken
+                    raise TrainingDiverged(loss, self.step, self.saved_step, self.out_dir, self.grad_norm)
                 self.step, self.tokens = self.step + 1, self.tokens + self.cfg.batch_size * self.cfg.seq_len
                 self.finished = self.step == self.cfg.max_steps
                 self.log.record(self, loss, time.perf_counter() - started)

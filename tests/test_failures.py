@@ -878,10 +878,11 @@ def test_library_functions_check_their_arguments_first(monkeypatch):
 
 def test_a_seed_out_of_range_is_bad_input_to_training_and_plan(tmp_path, capsys):
     "Before: posenc-train seed=18446744073709551616 ended in torch's \"Overflow when unpacking long long\"."
-    for main, args in [(posenc_nb.train.main, ["--out", tmp_path / "run", f"seed={2**64}", "--no-progress"]),
-                       (plan.plan_main, ["--profile", "smoke", f"seeds=[{2**64}]", "--out", tmp_path / "plan.sh"])]:
+    for main, args, key in [(posenc_nb.train.main, ["--out", tmp_path / "run", f"seed={2**64}", "--no-progress"], "seed: "),
+                            (plan.plan_main, ["--profile", "smoke", f"seeds=[{2**64}]", "--out", tmp_path / "plan.sh"],
+                             "seeds: each entry ")]:  # the profile's own key, before any run is planned
         code, err = command(main, args, capsys)
-        assert code == 2 and f"seed: must be an integer in [0, 2**64), the seeds torch takes, got {2**64}" in err, err
+        assert code == 2 and f"{key}must be an integer in [0, 2**64), the seeds torch takes, got {2**64}" in err, err
     assert not list(tmp_path.iterdir())
 
 
