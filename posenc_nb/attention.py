@@ -5,6 +5,7 @@
 # %% ../nbs/11_attention.ipynb #b2d379aa
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,8 +16,9 @@ from .utils import frozen, model_device
 from .plots import add_caption, new_figure, style_axes
 
 # %% auto #0
-__all__ = ['as_words', 'encode_words', 'AttentionMap', 'all_attention', 'attention_maps', 'plot_attention', 'plot_attention_grid',
-           'shuffle_words', 'token_order', 'permutation_gap']
+__all__ = ['VISIBLE_WHITESPACE', 'TICK_POINTS', 'as_words', 'readable_token', 'encode_words', 'AttentionMap', 'all_attention',
+           'attention_maps', 'attention_colorbar', 'plot_attention', 'plot_attention_grid', 'shuffle_words',
+           'token_order', 'permutation_gap']
 
 # %% ../nbs/11_attention.ipynb #2d17da2d
 def as_words(text) -> list[str]:
@@ -27,13 +29,23 @@ def as_words(text) -> list[str]:
     return words
 
 
+VISIBLE_WHITESPACE = {" ": "␣", "\n": "⏎", "\t": "⇥", "\r": "␍"}
+
+
+def readable_token(tokenizer, i: int) -> str:
+    """Token `i` as a tick label: its text without the white space around it; a white-space token as visible symbols
+    (`VISIBLE_WHITESPACE`, other white space escaped); a special token, which decodes to nothing, by its name."""
+    text = tokenizer.decode([i])
+    return text.strip() or "".join(VISIBLE_WHITESPACE.get(c, repr(c)[1:-1]) for c in text) or tokenizer.id_to_token(i)
+
+
 def encode_words(model, tokenizer, text) -> tuple[torch.Tensor, list[str], list[int]]:
     "Token ids of `text` tokenized word by word, a readable label per token, and the number of tokens of each word."
     check_tokenizer(model, tokenizer)
     pieces = [tokenizer.encode(" " + word, add_special_tokens=False).ids for word in as_words(text)]
     ids = [i for piece in pieces for i in piece]
     check_context_length(model, len(ids))
-    labels = [tokenizer.decode([i]).strip() or tokenizer.id_to_token(i) for i in ids]
+    labels = [readable_token(tokenizer, i) for i in ids]
     return torch.tensor(ids), labels, [len(piece) for piece in pieces]
 
 # %% ../nbs/11_attention.ipynb #5d704e2c
@@ -60,22 +72,45 @@ def attention_maps(model, tokenizer, text, layer: int, head: int) -> AttentionMa
     ids, labels, _ = encode_words(model, tokenizer, text)
     return AttentionMap(labels, all_attention(model, ids)[layer - 1, head], layer, head)
 
+# %% ../nbs/11_attention.ipynb #7c0d9e21
+TICK_POINTS = 7  # tick label size
+
+
+def _label_step(ax, n: int) -> int:
+    "Label every k-th of `n` cells: k = 1 where labels of `TICK_POINTS` points fit along the map's shorter side."
+    box = ax.get_window_extent()
+    side = min(box.width, box.height) * 72 / ax.figure.dpi  # points
+    return max(1, math.ceil(n * 1.1 * TICK_POINTS / side))
+
+
+def attention_colorbar(fig, axes):
+    "One colour bar for the attention maps on `axes` (an axes or several), all on `plot_attention`'s 0..1 scale."
+    axes = list(np.ravel(axes))
+    return fig.colorbar(axes[0].images[0], ax=axes, shrink=0.8, label="attention weight")
+
 # %% ../nbs/11_attention.ipynb #03eaea15
 def plot_attention(amap: AttentionMap, ax=None, title: str | None = None):
-    "Heat map of `amap`, tokens as tick labels; returns the axes."
-    if ax is None:
-        _, ax = new_figure(panel_size=(3.6, 3.2))
+    """Heat map of `amap` (0..1), tokens as tick labels, every k-th where they would crowd; a colour bar when it makes
+    its own figure (on a given `ax` the caller adds one: `attention_colorbar`). Returns the axes."""
+    own = ax is None
+    if own:
+        _, ax = new_figure(panel_size=(4.2, 3.4))
     ax.imshow(amap.weights, cmap="viridis", vmin=0, vmax=1)
-    ticks = range(len(amap.tokens))
-    ax.set_xticks(ticks, amap.tokens, rotation=90)
-    ax.set_yticks(ticks, amap.tokens)
+    ticks = range(0, len(amap.tokens), _label_step(ax, len(amap.tokens)))
+    labels = [amap.tokens[i] for i in ticks]
+    ax.set_xticks(ticks, labels, rotation=90 if max(map(len, labels)) > 2 else 0, fontsize=TICK_POINTS)
+    ax.set_yticks(ticks, labels, fontsize=TICK_POINTS)
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_ticks(range(len(amap.tokens)), minor=True)  # every cell marked, labelled or not
     style_axes(ax, "key (attended to)", "query", title=title or f"layer {amap.layer}, head {amap.head}")
     ax.grid(False)  # grid lines would cut through the cells
+    if own:
+        attention_colorbar(ax.figure, ax)
     return ax
 
 
 def plot_attention_grid(model, tokenizer, text, layers=None, heads=None, caption: str | None = None):
-    "Attention maps of `text` for every (layer, head) in `layers` x `heads` (default: all), one panel each."
+    "Attention maps of `text` for every (layer, head) in `layers` x `heads` (default: all), one panel each, one colour bar."
     layers = [check_attention_layer(model, l) for l in (layers if layers is not None else range(1, model.config.n_layer + 1))]
     heads = [check_head(model, h) for h in (heads if heads is not None else range(model.config.n_head))]
     if not layers or not heads:
@@ -86,6 +121,7 @@ def plot_attention_grid(model, tokenizer, text, layers=None, heads=None, caption
     for row, layer in zip(axes, layers):
         for ax, head in zip(row, heads):
             plot_attention(AttentionMap(labels, maps[layer - 1, head], layer, head), ax)
+    attention_colorbar(fig, axes)
     fig.suptitle(" ".join(as_words(text)))
     if caption:
         add_caption(fig, caption)
@@ -106,12 +142,23 @@ def token_order(counts: list[int], order) -> torch.Tensor:
     return torch.cat([torch.arange(starts[w], starts[w + 1]) for w in order])
 
 
-def permutation_gap(model, tokenizer, text, order) -> float:
-    "Largest |attention(shuffled) - attention(original) permuted alike| over all layers, heads and entries."
+def _over_shared_keys(weights: torch.Tensor, perm: torch.Tensor) -> torch.Tensor:
+    "Causal `weights` in the shuffled order kept where the query sees the key in both orders, each row renormalised."
+    T = len(perm)
+    seen = torch.ones(T, T, dtype=torch.bool).tril() & (perm[None, :] <= perm[:, None])
+    kept = weights * seen
+    return kept / kept.sum(-1, keepdim=True).clamp_min(torch.finfo(kept.dtype).tiny)  # a row with no shared weight stays 0
+
+
+def permutation_gap(model, tokenizer, text, order, shared_keys: bool = False) -> float:
+    """Largest |attention(shuffled) - attention(original) permuted alike| over all layers, heads and entries; with
+    `shared_keys`, on a causal model, each row only over the keys its query sees in both orders, renormalised there."""
     shuffled = shuffle_words(text, order)
     ids, _, counts = encode_words(model, tokenizer, text)
     perm = token_order(counts, order)
     shuffled_ids, _, _ = encode_words(model, tokenizer, shuffled)
     assert torch.equal(shuffled_ids, ids[perm]), "word-by-word tokens must permute with the words"
-    expected = all_attention(model, ids)[..., perm, :][..., perm]
-    return (all_attention(model, shuffled_ids) - expected).abs().max().item()
+    got, expected = all_attention(model, shuffled_ids), all_attention(model, ids)[..., perm, :][..., perm]
+    if shared_keys and model.config.causal:  # a bidirectional query sees every key in both orders
+        got, expected = _over_shared_keys(got, perm), _over_shared_keys(expected, perm)
+    return (got - expected).abs().max().item()

@@ -147,8 +147,8 @@ def power_law_fits(n, y) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 # %% ../nbs/16_counting.ipynb #d09cd79a
-def plot_spread(spreads: pd.DataFrame, fits: pd.DataFrame, caption: str | None = None):
-    "Spread against tokens seen (columns model, layer, tokens_seen, spread) with `power_law_fits` rows (model, layer)."
+def plot_spread(spreads: pd.DataFrame, fits: pd.DataFrame, caption: str | None = None, unit: str = "token"):
+    "Spread against `unit`s seen (columns model, layer, tokens_seen, spread) with `power_law_fits` rows (model, layer)."
     panels = spreads[["model", "layer"]].drop_duplicates().values.tolist()
     if not panels:
         raise ValueError("nothing to draw: the spread table is empty")
@@ -160,7 +160,7 @@ def plot_spread(spreads: pd.DataFrame, fits: pd.DataFrame, caption: str | None =
         for fit, style in zip(panel_fits, ["-", "--", ":", "-.", (0, (5, 1))]):
             ax.plot(rows.tokens_seen, law_curve(rows.tokens_seen, fit.a, fit.p, fit.floor), linestyle=style,
                     label=f"{fit.law} (p={fit.p:.2f}, rms log error {fit.rms_log_error:.2f})")
-        style_axes(ax, "tokens seen by the query (n)", "spread of the attention output", title=f"{name}, layer {layer}",
+        style_axes(ax, f"{unit}s seen by the query (n)", "spread of the attention output", title=f"{name}, layer {layer}",
                    logx=True, logy=True)
         ax.legend(frameon=False, fontsize=7)
     if caption:

@@ -16,15 +16,16 @@ import torch.nn.functional as F
 
 from .checks import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
 from .batches import eval_windows
-from .special_tokens import MIN_VOCAB_SIZE
-from .plots import add_caption, new_figure, plot_by_encoding, style_axes
+from .plots import add_caption, loss_unit, new_figure, plot_by_encoding, style_axes, token_unit
 from .utils import (check_value, each_entry, frozen, model_device, positive_int, positive_int_problem,
                              positive_number_problem)
 
+_all_ = ["token_unit", "loss_unit"]  # defined with the figures (posenc_nb.plots), still read from here by other chapters
+
 # %% auto #0
-__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'token_unit', 'loss_unit', 'rows_per_batch', 'window_batches',
-           'window_nll', 'perplexity_by_length', 'plot_perplexity', 'scaled_attention', 'log_length_scale',
-           'attention_scale_sweep', 'context_use_ends', 'context_windows', 'context_use', 'plot_context_use']
+__all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'rows_per_batch', 'window_batches', 'window_nll',
+           'perplexity_by_length', 'plot_perplexity', 'scaled_attention', 'log_length_scale', 'attention_scale_sweep',
+           'context_use_ends', 'context_windows', 'context_use', 'plot_context_use', 'token_unit', 'loss_unit']
 
 # %% ../nbs/09_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -34,16 +35,6 @@ LOGITS_BUDGET = 2**28  # logit entries per forward pass (1 GiB in float32): long
 def model_encoding(model, encoding: str | None = None) -> str:
     "The encoding name to report: `encoding` if given, else the model's own."
     return encoding or model.config.pos_encoding
-
-
-def token_unit(vocab_size: int) -> str:
-    "What a token is: a byte on the byte vocabulary (`MIN_VOCAB_SIZE`: 256 bytes + the special tokens), else a token."
-    return "byte" if vocab_size == MIN_VOCAB_SIZE else "token"
-
-
-def loss_unit(vocab_size: int) -> str:
-    "What a loss is per, in words: nats a byte or nats a token."
-    return f"nats a {token_unit(vocab_size)}"
 
 
 def rows_per_batch(model, length: int, batch_size: int) -> int:
@@ -119,7 +110,7 @@ def perplexity_by_length(model, tokens, context_lengths: Iterable[int], protocol
 
 # %% ../nbs/09_evaluate.ipynb #ef9f9844
 def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bool = True, caption: str | None = None,
-                    style: str | None = None):
+                    style: str | None = None, unit: str = "token"):
     "Perplexity against context length from `perplexity_by_length` rows: one panel per protocol, one line per encoding."
     protocols = [p for p in PROTOCOLS if p in set(df.protocol)]
     if not protocols:
@@ -129,8 +120,8 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
         plot_by_encoding(ax, df[df.protocol == proto], "context_length", "perplexity", style=style)
         if train_context:
             ax.axvline(train_context, color="0.5", linestyle=":", label="training context")
-        style_axes(ax, "evaluation context length (tokens)", "perplexity", title=proto.replace("nonoverlapping", "non-overlapping"),
-                   logx=True, logy=logy, legend=ax is axes[0][0])
+        style_axes(ax, f"evaluation context length ({unit}s)", f"perplexity (per {unit})",
+                   title=proto.replace("nonoverlapping", "non-overlapping"), logx=True, logy=logy, legend=ax is axes[0][0])
     if caption:
         add_caption(fig, caption)
     return fig

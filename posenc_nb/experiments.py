@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 import warnings
 from pathlib import Path
 
@@ -14,23 +15,23 @@ import numpy as np
 import pandas as pd
 
 from .checkpoint import Run, run_dir
-from .claims import Check, positive_arm_check
-from .evaluate import perplexity_by_length
+from .claims import Check, nopos_context_check, positive_arm_check
+from .evaluate import context_use, loss_unit, perplexity_by_length
 from .grids import Grid, core_grid, model_parameters, shared_runs
 from .order import permuted_positions
 from .paper import gap_report, nopos_gap
-from .probe import probe_layers
+from .probe import ProbeTraining, probe_layers
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
-                             savefig, style_axes)
+                             runs_unit, savefig, style_axes, token_unit)
 from .scores import final_val_loss, runs_perplexity, score_key, training_tokens, validation_baseline
 from .seeds import gap_trend, gap_verdicts, per_seed, seed_summary
 from .tokens import tokens_of
 from .utils import atomic_write, positive_int
 
 # %% auto #0
-__all__ = ['POSITIVE_ARM_FILE', 'save_table', 'table_runs', 'perplexity_grid', 'core_seed_spread', 'table_verdicts',
-           'plot_grouped_bars', 'plot_seed_bars', 'save_training_curves', 'measure_positive_arm', 'positive_arm',
-           'core_positive_arm']
+__all__ = ['POSITIVE_ARM_FILE', 'save_table', 'table_runs', 'perplexity_grid', 'plot_grouped_bars', 'plot_seed_bars',
+           'save_training_curves', 'measure_positive_arm', 'positive_arm', 'core_positive_arm', 'nopos_context_gain',
+           'nopos_check', 'core_nopos_check', 'core_gap_seeds', 'table_verdicts']
 
 # %% ../nbs/13_experiments.ipynb #1e5cfdef
 def save_table(df: pd.DataFrame, path, columns) -> Path:
@@ -76,28 +77,6 @@ def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int = 1)
                      "vocab_size": run.config.vocab_size, "run": run.name})
     return pd.DataFrame(rows)
 
-# %% ../nbs/13_experiments.ipynb #071090ed
-def core_seed_spread(core: Grid, eval_tokens=None, jobs: int = 1) -> float:
-    "Largest std/mean over seeds of an encoding's perplexity at its training length, for the `core` models; NaN with one seed."
-    table = perplexity_grid(core.runs(jobs), core.variants, eval_tokens, jobs)
-    stats = seed_summary(table, "encoding", "perplexity")
-    return float((stats.perplexity_std / stats.perplexity_mean).max())
-
-
-def table_verdicts(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tokens=None, jobs: int = 1,
-                   trend: str | None = None) -> str:
-    """What a one-seed table (encodings x settings) says beside the paper's: the seed spread of the `core` models, NoPos's
-    gaps, and either how the gap moves over the settings (`trend`: the settings' order in words) or a verdict per setting."""
-    spread, train_len = core_seed_spread(core, eval_tokens, jobs), next(iter(core.configs().values())).seq_len
-    lines = [f"Seed spread of the core models at L={train_len} over seeds {core.seeds} (largest std/mean over encodings): "
-             f"{spread:.1%}", gap_report(ours=ours, paper=paper)]
-    if trend:
-        lines += [f"ours (one seed): NoPos's gap, {trend}, {gap_trend(nopos_gap(ours), spread)}.",
-                  f"paper (no spread reported): {gap_trend(nopos_gap(paper))}."]
-    else:
-        lines += gap_verdicts(nopos_gap(ours), spread)
-    return "\n".join(lines)
-
 # %% ../nbs/13_experiments.ipynb #0953727d
 def plot_grouped_bars(table: pd.DataFrame, xlabel: str, ylabel: str, title: str, note: str | None = None):
     "Bars of `table` (encodings x settings), each labelled with its value: a group per setting, a bar per encoding in its colour."
@@ -136,7 +115,7 @@ def _curve_group(run: Run) -> dict:
     cfg, shape = run.config, run.config.model_config()
     layers = f"{shape.n_layer} layer{'s' * (shape.n_layer > 1)}"
     return dict(objective=cfg.objective, corpus=cfg.source, model=f"{layers}, {shape.n_head} heads, d_model {shape.d_model}",
-                context=f"L={cfg.seq_len}", tokens=f"{format_count(training_tokens(run))} tokens")
+                context=f"L={cfg.seq_len}", tokens=f"{format_count(training_tokens(run))} {token_unit(cfg.vocab_size)}s")
 
 
 def _panel_labels(keys: list[dict], differ: list[str]) -> list[str]:
@@ -166,7 +145,7 @@ def save_training_curves(runs, path, profile: str) -> list[Path]:
     tokens = {label: training_tokens(group[0]) for label, group in zip(_panel_labels(keys, differ), groups.values())}
     same = {field: keys[0][field] for field in ("objective", "model", "context") if field not in differ}
     add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})), tokens,
-                             [r.config.seed for r in runs], **same))
+                             [r.config.seed for r in runs], unit=runs_unit(runs), **same))
     return savefig(fig, path)
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a2
@@ -174,8 +153,9 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
                          max_tokens: int | None = 120_000) -> dict:
     """The positive arm's two measurements on `run`, a model with a table of positions: its loss at the training length
     (nats a token) on the first `max_tokens` validation tokens, intact and under each of `permutations` random orders of
-    the table's rows (`permutation_costs`: the rise); and an MLP probe's posterior-median error on its last layer
-    (`probe_median_mad`), beside the middle guess's, trained on `probe_sequences` windows or as many as a small corpus holds."""
+    the table's rows (`permutation_costs`: the rise); and an MLP probe's argmax error on its last layer (`probe_mad`, the
+    paper's score; `probe_median_mad` the posterior median's), beside the middle guess's, trained on `probe_sequences`
+    windows or as many as a small corpus holds."""
     cfg, model = run.config, run.model  # held: one load for every scoring
     tokens, length = validation_baseline(cfg)[0], cfg.seq_len
 
@@ -196,7 +176,7 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
                          n_eval=min(256, held(tokens)), epochs=probe_epochs, seed=cfg.seed).iloc[0]
     return dict(seq_len=length, tokens_scored=scored, loss_intact=intact, loss_permuted=permuted,
                 permutation_costs=[p - intact for p in permuted], probe_layer=int(probe.layer),
-                probe_median_mad=float(probe.median_mad), middle_mad=float(probe.middle_mad))
+                probe_mad=float(probe.mad), probe_median_mad=float(probe.median_mad), middle_mad=float(probe.middle_mad))
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a6
 POSITIVE_ARM_FILE = "positive_arm.json"  # in a run's folder: its positive-arm measurements, each under what it depends on
@@ -217,20 +197,26 @@ def _read_measurements(path: Path) -> list[dict]:
     return []
 
 
-def positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1, permutations: int = 3,
-                 max_tokens: int | None = 120_000) -> dict:
-    """`measure_positive_arm` of `run`, made once: kept in its folder's `positive_arm.json` under what it depends on (the
-    weights, the validation tokens, the settings) and read back from there by every later call."""
-    settings = dict(probe_sequences=probe_sequences, probe_epochs=probe_epochs, permutations=permutations, max_tokens=max_tokens)
-    key = dict(score_key(run.model, validation_baseline(run.config)[0], "nonoverlapping", None, max_tokens), **settings)
+def _kept(run: Run, settings: dict, measure) -> dict:
+    """`measure()` on `run`, made once: kept in its folder's `positive_arm.json` under what it depends on (the weights,
+    the validation tokens, the `settings`, which hold `max_tokens`) and read back from there by every later call."""
+    key = dict(score_key(run.model, validation_baseline(run.config)[0], "nonoverlapping", None, settings["max_tokens"]), **settings)
     path = run.out_dir / POSITIVE_ARM_FILE
     entries = _read_measurements(path)
     if found := [e["measurement"] for e in entries if e["key"] == key]:
         return found[0]
-    measurement = json.loads(json.dumps(measure_positive_arm(run, **settings)))  # as it reads back from the file
+    measurement = json.loads(json.dumps(measure()))  # as it reads back from the file
     entries.append(dict(key=key, measurement=measurement))  # written whole or not at all: a kill leaves the file as it was
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(entries, indent=1)))
     return measurement
+
+
+def positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1, permutations: int = 3,
+                 max_tokens: int | None = 120_000) -> dict:
+    "`measure_positive_arm` of `run`, made once and kept in its folder (`_kept`), under the probe's training rule too."
+    settings = dict(probe_sequences=probe_sequences, probe_epochs=probe_epochs, permutations=permutations, max_tokens=max_tokens)
+    rule = asdict(ProbeTraining(epochs=probe_epochs))  # a measurement under another rule is not this one
+    return _kept(run, dict(settings, probe_training=rule), lambda: measure_positive_arm(run, **settings))
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a9
 def core_positive_arm(train_settings: dict, corpus: str, seed: int, jobs: int = 1, probe_sequences: int = 2048,
@@ -239,4 +225,55 @@ def core_positive_arm(train_settings: dict, corpus: str, seed: int, jobs: int = 
     extrapolation notebook's run (trained once, reused) and its `positive_arm` measurement (made once, read back)."""
     (run,) = core_grid(train_settings, corpus, ["learned"], [seed]).runs(jobs).values()
     arm = positive_arm(run, probe_sequences, probe_epochs, permutations, max_tokens)
-    return positive_arm_check(arm["permutation_costs"], arm["probe_median_mad"], arm["middle_mad"])
+    return positive_arm_check(arm["permutation_costs"], arm["probe_mad"], arm["middle_mad"])
+
+# %% ../nbs/13_experiments.ipynb #c07e5a02
+def nopos_context_gain(run: Run, max_tokens: int | None = 16_384, stride: int = 16) -> dict:
+    """`run`'s loss with a quarter of its training context minus its loss with all of it (`gain_nats`), on the same
+    targets of the first `max_tokens` validation bytes, `stride` apart; made once and kept in its folder (`_kept`)."""
+    short = max(1, run.config.seq_len // 4)
+    settings = dict(context_short=short, stride=min(stride, short), max_tokens=max_tokens)
+    measure = lambda: context_use(run.model, validation_baseline(run.config)[0], short=short, stride=settings["stride"],
+                                  max_tokens=max_tokens).iloc[0][["short_length", "long_length", "tokens_scored",
+                                                                  "nll_short", "nll_long", "gain_nats"]].to_dict()
+    return _kept(run, settings, measure)
+
+
+def nopos_check(runs, max_tokens: int | None = 16_384, stride: int = 16) -> Check:
+    "NoPos's own positive arm (`claims.nopos_context_check`) on `runs`, NoPos runs of one recipe, a seed each."
+    gains = [nopos_context_gain(run, max_tokens, stride) for run in runs]
+    if not gains:
+        raise ValueError("nopos_check needs at least one NoPos run: train NoPos in the core encodings")
+    return nopos_context_check([g["gain_nats"] for g in gains], int(gains[0]["short_length"]), int(gains[0]["long_length"]))
+
+
+def core_nopos_check(train_settings: dict, corpus: str, seeds, jobs: int = 1, max_tokens: int | None = 16_384) -> Check:
+    "`nopos_check` on the core NoPos models of `seeds` (the extrapolation notebook's runs, trained once, reused)."
+    return nopos_check(core_grid(train_settings, corpus, ["nopos"], seeds).runs(jobs).values(), max_tokens)
+
+# %% ../nbs/13_experiments.ipynb #071090ed
+def core_gap_seeds(core: Grid, eval_tokens=None, jobs: int = 1) -> np.ndarray:
+    """NoPos's relative gap in each seed of the `core` models (its perplexity at the training length over the best
+    encoding with positions of that seed's, minus 1), in seed order: the seed scatter of the quantity a table reads."""
+    table = perplexity_grid(core.runs(jobs), core.variants, eval_tokens, jobs)
+    by_seed = table.pivot_table(index="encoding", columns="seed", values="perplexity")
+    return nopos_gap(by_seed).to_numpy(dtype=float)
+
+
+def table_verdicts(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tokens=None, jobs: int = 1,
+                   trend: str | None = None) -> str:
+    """What a one-seed table (encodings x settings) says beside the paper's: NoPos's positive arm on the `core` models,
+    the seed scatter of NoPos's gap there, its gaps here, and either how the gap moves over the settings (`trend`: the
+    settings' order in words) or a verdict per setting."""
+    seed_gaps, train_len = core_gap_seeds(core, eval_tokens, jobs), next(iter(core.configs().values())).seq_len
+    check = nopos_check([run for (_, enc, _), run in core.runs(jobs).items() if enc == "nopos"])
+    lines = [str(check) + ("" if check.passed else " So NoPos's gaps below measure how far it is from using its "
+                           "context, not what a model without positions can reach."),
+             f"NoPos's gap in each core seed at L={train_len} (seeds {core.seeds}): " + ", ".join(f"{g:+.1%}" for g in seed_gaps),
+             gap_report({"ours": loss_unit(next(iter(core.configs().values())).vocab_size)}, ours=ours, paper=paper)]
+    if trend:
+        lines += [f"ours (one seed): NoPos's gap, {trend}, {gap_trend(nopos_gap(ours), seed_gaps)}.",
+                  f"paper (no spread reported): {gap_trend(nopos_gap(paper), reported=True)}."]
+    else:
+        lines += gap_verdicts(nopos_gap(ours), seed_gaps)
+    return "\n".join(lines)

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -16,16 +15,15 @@ import numpy as np
 from IPython import get_ipython
 from IPython.display import display
 
-from .attention import (AttentionMap, all_attention, as_words, encode_words, permutation_gap, plot_attention,
-                                 shuffle_words, token_order)
+from .attention import (AttentionMap, all_attention, as_words, attention_colorbar, encode_words, permutation_gap,
+                                 plot_attention, shuffle_words, token_order)
 from .checks import check_attention_layer, check_head
 from .checkpoint import CheckpointError, Run, load_run, read_meta, runs_dir
 from .plots import add_caption, new_figure
 
 # %% auto #0
-__all__ = ['DEFAULT_SENTENCE', 'find_runs', 'run_label', 'as_run', 'shuffle_order', 'token_label', 'ShuffledPair',
-           'shuffled_pair', 'gap_message', 'plot_shuffled_pair', 'explorer_view', 'has_frontend', 'AttentionExplorer',
-           'explore']
+__all__ = ['DEFAULT_SENTENCE', 'find_runs', 'run_label', 'as_run', 'shuffle_order', 'ShuffledPair', 'shuffled_pair',
+           'gap_message', 'plot_shuffled_pair', 'explorer_view', 'has_frontend', 'AttentionExplorer', 'explore']
 
 # %% ../nbs/17_explore.ipynb #9224caaa
 def _loadable(folder: Path) -> bool:
@@ -65,11 +63,6 @@ def shuffle_order(text, seed: int = 0) -> list[int]:
     return [int(i) for i in (np.roll(order, 1) if n > 1 and (order == np.arange(n)).all() else order)]
 
 
-def token_label(label: str) -> str:
-    "A tick label for a token: a space token (byte-level BPE's `Ġ`) shown as the visible space `␣`."
-    return "␣" * len(label) if re.fullmatch("Ġ+", label) else label
-
-
 class ShuffledPair(NamedTuple):
     "One head's attention map for a sentence and for a shuffle of its words, and how far apart they are."
 
@@ -93,8 +86,8 @@ def shuffled_pair(run, text, layer: int = 1, head: int = 0, seed: int = 0) -> Sh
     original, shuffled = (all_attention(model, i)[layer - 1, head] for i in (ids, shuffled_ids))
     perm = token_order(counts, order)
     gap = (shuffled - original[perm][:, perm]).abs().max().item()
-    return ShuffledPair(AttentionMap([token_label(l) for l in labels], original, layer, head),
-                        AttentionMap([token_label(l) for l in shuffled_labels], shuffled, layer, head),
+    return ShuffledPair(AttentionMap(labels, original, layer, head),
+                        AttentionMap(shuffled_labels, shuffled, layer, head),
                         order, gap, permutation_gap(model, tokenizer, text, order))
 
 # %% ../nbs/17_explore.ipynb #3fd7c90c
@@ -106,11 +99,12 @@ def gap_message(pair: ShuffledPair, name: str) -> str:
 
 
 def plot_shuffled_pair(pair: ShuffledPair, caption: str | None = None):
-    "The two maps of `pair` side by side, the gap in the title; the panels grow with the tokens, one label each."
+    "The two maps of `pair` side by side with one colour bar, the gap in the title; the panels grow with the tokens, one label each."
     side = max(3.6, 1.6 + 0.16 * len(pair.original.tokens))  # 0.16 in a token: 8-point labels never touch
     fig, (left, right) = new_figure(1, 2, panel_size=(side, side))
     plot_attention(pair.original, left, title="original")
     plot_attention(pair.shuffled, right, title="shuffled")
+    attention_colorbar(fig, [left, right])
     for ax in (left, right):
         ax.tick_params(labelsize=8)
     fig.suptitle(f"layer {pair.original.layer}, head {pair.original.head}: permutation gap {pair.gap:.3g}")

@@ -27,9 +27,9 @@ from .plots import add_caption, encoding_color, encoding_label, new_figure, plot
 # %% auto #0
 __all__ = ['PROBE_KINDS', 'SCORES', 'PROBE_COLUMNS', 'SCORE_LABELS', 'PROBE_TITLES', 'sample_sequences', 'ProbeWindows',
            'probe_windows', 'hidden_states', 'check_kinds', 'make_probe', 'Standardise', 'random_mad', 'middle_mad',
-           'ProbeTraining', 'predict_positions', 'position_mad', 'TrainedProbe', 'probe_scores', 'train_probe',
-           'fit_probes', 'probe_layers', 'plot_baselines', 'plot_probe_layers', 'initial_model', 'probe_run',
-           'probe_predictions', 'plot_probe_predictions']
+           'ProbeTraining', 'Plateau', 'predict_positions', 'position_mad', 'TrainedProbe', 'probe_scores',
+           'train_probe', 'fit_probes', 'probe_layers', 'plot_baselines', 'plot_probe_layers', 'initial_model',
+           'probe_run', 'probe_predictions', 'plot_probe_predictions']
 
 # %% ../nbs/10_probe.ipynb #2affd664
 def sample_sequences(model, tokens, n: int, seq_len: int, seed: int) -> torch.Tensor:
@@ -120,14 +120,18 @@ def middle_mad(n_positions: int) -> float:
 
 # %% ../nbs/10_probe.ipynb #e82824e0
 _SETTING_RANGES = dict(lr=(lambda v: v > 0, "a number > 0"), weight_decay=(lambda v: v >= 0, "a number >= 0"),
-                       warmup=(lambda v: 0 <= v < 1, "a fraction of the steps in [0, 1)"))
+                       warmup=(lambda v: 0 <= v < 1, "a fraction of the first passes' steps in [0, 1)"),
+                       min_improvement=(lambda v: v >= 0, "a number of nats >= 0"),
+                       lr_drops=(lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0"))
 
 
 @dataclass(frozen=True)
 class ProbeTraining:
-    """How a probe trains: AdamW for `epochs` passes over mini-batches of `batch_size` token states, then more while it
-    still improves, up to `max_epochs` (default 4 x `epochs`); the learning rate warmed up over the first `warmup` of the
-    steps of `max_epochs` passes, then decayed along a cosine that reaches 0 at their end; `checks_per_epoch` selection scores a pass."""
+    """How a probe trains: AdamW over mini-batches of `batch_size` token states, scored on the selection windows
+    `checks_per_epoch` times a pass, for at least `epochs` passes and then until its loss there settles (`Plateau`:
+    `patience` checks without a fall of over `min_improvement` nats a token, after `lr_drops` tenfold drops of the learning
+    rate), up to `max_epochs` passes (default 40, or `epochs` if more: a safety cap, rarely reached); the learning rate
+    warmed up over the first `warmup` of the steps of `epochs` passes, then held until a drop."""
     epochs: int = 2
     max_epochs: int | None = None
     batch_size: int = 1024
@@ -135,34 +139,73 @@ class ProbeTraining:
     weight_decay: float = 0.01
     warmup: float = 0.05
     checks_per_epoch: int = 2
+    patience: int = 4
+    lr_drops: int = 1
+    min_improvement: float = 1e-3
 
     def __post_init__(self):
         if self.max_epochs is None:
-            object.__setattr__(self, "max_epochs", 4 * positive_int(self.epochs, "epochs"))
-        for name in ("epochs", "max_epochs", "batch_size", "checks_per_epoch"):
+            object.__setattr__(self, "max_epochs", max(40, positive_int(self.epochs, "epochs")))
+        for name in ("epochs", "max_epochs", "batch_size", "checks_per_epoch", "patience"):
             positive_int(getattr(self, name), name)
         if self.max_epochs < self.epochs:
             raise ValueError(f"max_epochs ({self.max_epochs}) is below epochs ({self.epochs}): the cap on passes must be "
-                             "at least the first number of passes; raise max_epochs or leave it out (4 x epochs)")
+                             "at least the minimum number of passes; raise max_epochs or leave it out (40, or epochs if more)")
         for name, (ok, what) in _SETTING_RANGES.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
                 raise ValueError(f"{name} must be {what}, got {value!r}")
 
-    def lr_scale(self, step: int, total: int) -> float:
-        "The factor on `lr` at optimizer step `step` (0-based) of `total`: linear warm-up, then cosine decay."
-        return min((step + 1) / max(1, round(self.warmup * total)), 0.5 * (1 + math.cos(math.pi * step / total)))
+    def lr_scale(self, step: int, per_epoch: int, drops: int = 0) -> float:
+        "The factor on `lr` at optimizer step `step` (0-based), `per_epoch` steps a pass: warm-up, then 1, a tenth for each of `drops`."
+        # Held, not annealed towards a planned end: the end is not known in advance, and a cosine over the cap keeps a probe
+        # improving until the cap; Plateau's drops anneal it when its loss stops falling.
+        return min(1.0, (step + 1) / max(1, round(self.warmup * self.epochs * per_epoch))) / 10**drops
+
+# %% ../nbs/10_probe.ipynb #c3a1d7e3
+@dataclass
+class Plateau:
+    """Early stopping on a loss scored at each check: a check improves on the best when below it by more than
+    `min_improvement`; after `patience` checks without one the learning rate drops tenfold (`drops` counts them),
+    `lr_drops` times, and after the next `patience`, training stops."""
+    patience: int
+    lr_drops: int
+    min_improvement: float
+    best: float = math.inf
+    waited: int = 0
+    drops: int = 0
+
+    def update(self, loss: float, act: bool = True) -> bool:
+        "Record one check's `loss`; True when training should stop (`act` False: within the first passes, only count)."
+        if loss < self.best - self.min_improvement:
+            self.best, self.waited = loss, 0
+        else:
+            self.waited += 1
+        if not act or self.waited < self.patience:
+            return False
+        if self.drops == self.lr_drops:
+            return True
+        self.drops, self.waited = self.drops + 1, 0
+        return False
 
 # %% ../nbs/10_probe.ipynb #8159857e
 @torch.no_grad()
-def predict_positions(probe: nn.Module, states: torch.Tensor, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    "The probe's argmax and posterior-median position for every state of `states` `(n, L, d)`: two `(n, L)` on the CPU."
-    device, argmax, median = next(probe.parameters()).device, [], []
+def _read(probe: nn.Module, states: torch.Tensor, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor, float]:
+    "The probe's argmax and posterior-median position for every state of `states` `(n, L, d)`, and its mean cross-entropy."
+    device, argmax, median, loss = next(probe.parameters()).device, [], [], 0.0
     for batch in states.split(batch_size):
-        probs = probe(batch.to(device)).softmax(-1)
+        logits = probe(batch.to(device))
+        truth = torch.arange(batch.shape[1], device=device).expand(batch.shape[:2])  # each state's position
+        loss += F.cross_entropy(logits.flatten(0, 1), truth.flatten(), reduction="sum").item()
+        probs = logits.softmax(-1)
         argmax.append(probs.argmax(-1).cpu())
         median.append((probs.cumsum(-1) < 0.5).sum(-1).clamp_max(probs.shape[-1] - 1).cpu())  # first position past half the mass
-    return torch.cat(argmax), torch.cat(median)
+    return torch.cat(argmax), torch.cat(median), loss / states.shape[:2].numel()
+
+
+def predict_positions(probe: nn.Module, states: torch.Tensor, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    "The probe's argmax and posterior-median position for every state of `states` `(n, L, d)`: two `(n, L)` on the CPU."
+    return _read(probe, states, batch_size)[:2]
 
 
 def position_mad(predicted: torch.Tensor) -> float:
@@ -174,28 +217,20 @@ def position_mad(predicted: torch.Tensor) -> float:
 SCORES = ("mad", "median_mad")  # the MAD of the argmax and of the posterior median: predict_positions' two outputs, in order
 
 
-def _best_in_last_pass(history: pd.DataFrame, passes: int) -> bool:
-    "Whether some score's best check in `history` (first best on ties) falls in pass `passes`, the last one run."
-    return len(history) > 0 and any(history.epoch[history[score].idxmin()] > passes - 1 for score in SCORES)
-
-
 @dataclass
 class TrainedProbe:
     """A probe at one checkpoint per score of `SCORES`, each the best on the selection windows by that score;
-    `history` holds the selection scores of every check (`epoch`: passes done), over `epochs_run` of at most `max_epochs` passes."""
+    `history` holds every check (`epoch`: passes done, `lr`, `loss`: selection cross-entropy, and the scores), over
+    `epochs_run` passes of at most `max_epochs`; `still_improving`: the cap, not `Plateau`, stopped it."""
     checkpoints: dict
     history: pd.DataFrame
-    epochs_run: int
+    epochs_run: float
     max_epochs: int
+    still_improving: bool
 
     def selected_epoch(self, score: str) -> float:
         "When (in passes) the checkpoint that `score` reports was taken."
         return float(self.history.epoch[self.history[score].idxmin()])
-
-    @property
-    def still_improving(self) -> bool:
-        "Stopped by the cap with some score's best checkpoint in the last pass: more passes might have helped."
-        return self.epochs_run == self.max_epochs and _best_in_last_pass(self.history, self.epochs_run)
 
 
 def probe_scores(probe: TrainedProbe, states: torch.Tensor) -> dict:
@@ -203,13 +238,24 @@ def probe_scores(probe: TrainedProbe, states: torch.Tensor) -> dict:
     return {score: position_mad(predict_positions(probe.checkpoints[score], states)[slot]) for slot, score in enumerate(SCORES)}
 
 # %% ../nbs/10_probe.ipynb #f13cc02b
-def _check(probe: nn.Module, select_states: torch.Tensor, epoch: float, history: list, best: dict):
-    "Score `probe` on the selection states, append the scores to `history`, and keep a copy in `best` for each score it improves."
-    scores = dict(zip(SCORES, map(position_mad, predict_positions(probe, select_states))))
-    history.append(dict(epoch=epoch, **scores))
+def _check(probe: nn.Module, select_states: torch.Tensor, epoch: float, lr: float, history: list, best: dict) -> float:
+    "Score `probe` on the selection states into `history`, keep a copy in `best` for each score it improves; its loss there."
+    argmax, median, loss = _read(probe, select_states)
+    scores = dict(zip(SCORES, map(position_mad, (argmax, median))))
+    history.append(dict(epoch=epoch, lr=lr, loss=loss, **scores))
     for score, value in scores.items():
         if value < best.get(score, (math.inf, None))[0]:
             best[score] = (value, copy.deepcopy(probe).eval())
+    return loss
+
+
+def _batches(n: int, settings: ProbeTraining, order: torch.Generator, device):
+    "Index batches of `n` states on `device`, pass after pass to the cap, each pass shuffled: `(batch, passes done, check due)`."
+    per_epoch = math.ceil(n / settings.batch_size)
+    check_every = max(1, per_epoch // settings.checks_per_epoch)
+    for done in range(settings.max_epochs):
+        for step, batch in enumerate(torch.randperm(n, generator=order).split(settings.batch_size), 1):
+            yield batch.to(device), done + step / per_epoch, step % check_every == 0 or step == per_epoch
 
 
 @delegates(ProbeTraining)
@@ -224,23 +270,18 @@ def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: s
         torch.manual_seed(seed)
         probe = nn.Sequential(Standardise(train_states), make_probe(d, length, kind)).to(device)
     features = train_states.reshape(-1, d)  # token i of the flattened windows sits at position i % length
-    per_epoch = math.ceil(len(features) / settings.batch_size)
-    check_every = max(1, per_epoch // settings.checks_per_epoch)
+    per_epoch, history, best = math.ceil(len(features) / settings.batch_size), [], {}
     optimizer = torch.optim.AdamW(probe.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: settings.lr_scale(step, settings.max_epochs * per_epoch))
-    order, history, best, passes = torch.Generator().manual_seed(seed), [], {}, 0
-    while passes < settings.epochs or (passes < settings.max_epochs and _best_in_last_pass(pd.DataFrame(history), passes)):
-        for step, batch in enumerate(torch.randperm(len(features), generator=order).split(settings.batch_size), 1):
-            batch = batch.to(device)
-            loss = F.cross_entropy(probe(features[batch]), batch % length)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            schedule.step()
-            if step % check_every == 0 or step == per_epoch:
-                _check(probe, select_states, passes + step / per_epoch, history, best)
-        passes += 1
-    return TrainedProbe({score: best[score][1] for score in SCORES}, pd.DataFrame(history), passes, settings.max_epochs)
+    plateau, stopped = Plateau(settings.patience, settings.lr_drops, settings.min_improvement), False
+    for step, (batch, epoch, check) in enumerate(_batches(len(features), settings, torch.Generator().manual_seed(seed), device)):
+        for group in optimizer.param_groups:
+            group["lr"] = lr = settings.lr * settings.lr_scale(step, per_epoch, plateau.drops)
+        optimizer.zero_grad(set_to_none=True)
+        F.cross_entropy(probe(features[batch]), batch % length).backward()
+        optimizer.step()
+        if check and (stopped := plateau.update(_check(probe, select_states, epoch, lr, history, best), epoch >= settings.epochs)):
+            break
+    return TrainedProbe({score: best[score][1] for score in SCORES}, pd.DataFrame(history), epoch, settings.max_epochs, not stopped)
 
 # %% ../nbs/10_probe.ipynb #cb47d6e1
 PROBE_COLUMNS = ["encoding", "layer", "probe", "seq_len", "mad", "median_mad", "mad_epoch", "median_mad_epoch", "epochs_run",

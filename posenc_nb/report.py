@@ -119,10 +119,10 @@ def settings_table(name: str, column: str):
 
 # %% ../nbs/14b_report.ipynb #8c228051
 def probe_table(figures: Path) -> str:
-    "The MLP probe's posterior-median error (mean ± std over seeds) per layer and model, the untrained controls beside."
-    mad = read_table(figures, "probe_mad.csv", ["encoding", "trained", "seed", "layer", "probe", "median_mad"]).query("probe == 'mlp'")
+    "The MLP probe's argmax error, the paper's score (mean ± std over seeds), per layer and model, the untrained controls beside."
+    mad = read_table(figures, "probe_mad.csv", ["encoding", "trained", "seed", "layer", "probe", "mad"]).query("probe == 'mlp'")
     mad = mad.assign(model=[label(e, None if t else "untrained") for e, t in zip(mad.encoding, mad.trained)])
-    table = _mean_std(mad, ["layer", "model"], "median_mad", 1).pivot(index="layer", columns="model", values="text")
+    table = _mean_std(mad, ["layer", "model"], "mad", 1).pivot(index="layer", columns="model", values="text")
     return markdown_table(table[list(dict.fromkeys(mad.model))])
 
 
@@ -148,7 +148,7 @@ def order_use_table(figures: Path) -> str:
 
 
 def word_order_table(figures: Path) -> str:
-    "Mean target loss with the prefix intact and shuffled in each form (`WORD_ORDER_LOSSES`), nats a byte, mean ± std over seeds."
+    "Mean target loss with the prefix intact and shuffled in each form (`WORD_ORDER_LOSSES`), nats a target, mean ± std over seeds."
     columns = [f"{loss}_{stat}" for loss in WORD_ORDER_LOSSES for stat in ("mean", "std")]
     summary = read_table(figures, "word_order_summary.csv", ["encoding", "n_seeds", *columns])
     return markdown_table(pd.DataFrame({name: format_mean_std(summary, loss, 3).values for loss, name in WORD_ORDER_LOSSES.items()},

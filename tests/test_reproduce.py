@@ -13,7 +13,7 @@ import pytest
 from nbdev.test import _keep_file
 
 from posenc_nb.claims import read_claims
-from posenc_nb.probe import middle_mad, random_mad
+from posenc_nb.probe import ProbeTraining, middle_mad, random_mad
 from posenc_nb.profiles import PROFILES, committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.report import readme_blocks
@@ -36,10 +36,12 @@ FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps",
                                                      "table3_train_lengths", "probe", "mlm_control", "appendix",
                                                      "beyond_the_paper", "how_nopos_counts", "length_generalisation"])]
 TABLES = {
-    "positive_arm": ["permutation", "loss_intact", "loss_permuted", "permutation_cost", "probe_median_mad", "middle_mad", "passed"],
+    "positive_arm": ["permutation", "loss_intact", "loss_permuted", "permutation_cost", "probe_mad", "probe_median_mad", "middle_mad",
+                     "passed"],
+    "nopos_positive_arm": ["seed", "short_length", "long_length", "nll_short", "nll_long", "gain_nats", "tokens_scored"],
     "extrapolation": ["encoding", "context_length", "protocol", "perplexity"],
     "attention_heatmaps": ["attention", "text", "query_token", "key_token", "weight"],
-    "attention_permutation_gap": ["encoding", "attention", "permutation_gap"],
+    "attention_permutation_gap": ["encoding", "attention", "permutation_gap", "shared_keys_gap"],
     "table1_corpora": ["corpus", "encoding", "seed", "perplexity"],
     "table2_model_sizes": ["variant", "n_params", "encoding", "seed", "perplexity"],
     "table3_train_lengths": ["seq_len", "encoding", "seed", "perplexity"],
@@ -130,7 +132,9 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     assert probe.random_mad.round(6).eq(round(random_mad(train_len), 6)).all()
     assert probe.middle_mad.round(6).eq(round(middle_mad(train_len), 6)).all() and set(probe.probe) == {"mlp", "linear"}
     assert set(probe[~probe.trained].encoding) == {"nopos"} and set(probe[~probe.trained].seed) == set(SMOKE["seeds"])  # the control
-    assert probe.epochs_run.between(SMOKE["probe_epochs"], 4 * SMOKE["probe_epochs"]).all()  # the first passes, at most the cap
+    cap = ProbeTraining(epochs=SMOKE["probe_epochs"]).max_epochs
+    assert probe.epochs_run.between(SMOKE["probe_epochs"], cap).all()  # the first passes, at most the cap
+    assert not probe.still_improving.any()  # each stopped because its held-out loss settled, none at the cap
     assert (probe.mad_epoch <= probe.epochs_run).all() and (probe.median_mad_epoch <= probe.epochs_run).all()
 
     mlm = pd.read_csv(figures / "mlm_control.csv")
@@ -143,8 +147,9 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     link = pd.read_csv(figures / "length_generalisation_link.csv")  # repeat-task NoPos, every test length and seed
     assert set(link.encoding) == {"nopos"} and len(link) == 20 * len(SMOKE["seeds"])
 
-    gaps = pd.read_csv(figures / "attention_permutation_gap.csv").set_index("attention").permutation_gap
-    assert gaps["bidirectional"] < 1e-4 < gaps["causal"]  # the causal mask, not positions, tells the orders apart
+    gaps = pd.read_csv(figures / "attention_permutation_gap.csv").set_index("attention")
+    assert gaps.permutation_gap["bidirectional"] < 1e-4 < gaps.permutation_gap["causal"]  # the mask changes which keys a query sees
+    assert gaps.shared_keys_gap["causal"] < 1e-5  # over the keys both orders show a query, one block without positions is blind
 
 
 def test_smoke_reuses_trained_models(smoke):
