@@ -144,8 +144,10 @@ def save_training_curves(runs, path, profile: str) -> list[Path]:
         ax.remove()
     tokens = {label: training_tokens(group[0]) for label, group in zip(_panel_labels(keys, differ), groups.values())}
     same = {field: keys[0][field] for field in ("objective", "model", "context") if field not in differ}
-    add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})), tokens,
-                             [r.config.seed for r in runs], unit=runs_unit(runs), **same))
+    corpora = ", ".join(sorted({r.config.corpus for r in runs if not r.config.task})) or None  # a task run has none
+    if tasks := ", ".join(sorted({r.config.task for r in runs if r.config.task})):
+        same["synthetic_task"] = tasks
+    add_caption(fig, caption(profile, corpora, tokens, [r.config.seed for r in runs], unit=runs_unit(runs), **same))
     return savefig(fig, path)
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a2

@@ -143,7 +143,7 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
     core, spread = core_grid(ts, corpus, p["encodings"], seeds), core_grid(ts, corpus, te, seeds)  # spread: the tables' yardstick
     twins = list(nopos_twins(ts, p["mlm_settings"], corpus, seeds[0]).values())
     return {
-        "00_positive_arm": [core_grid(ts, corpus, ["learned"], seeds[:1])],
+        "00_positive_arm": [core_grid(ts, corpus, ["learned"], seeds[:1]), core_grid(ts, corpus, ["nopos"], seeds)],
         "01_extrapolation": [core],
         "02_attention_heatmaps": twins,
         "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds, corpus, p["corpora_settings"]), spread],

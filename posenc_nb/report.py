@@ -21,11 +21,11 @@ from .seeds import format_mean_std, seed_summary
 from .utils import REPO_ROOT, atomic_write
 
 # %% auto #0
-__all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'markdown_table', 'label', 'StaleTable', 'read_table',
-           'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table', 'probe_table', 'mlm_table',
-           'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table', 'attention_scale_table',
-           'counting_table', 'length_generalisation_table', 'notebook_verdicts', 'render', 'readme_blocks',
-           'update_readme', 'claims_table']
+__all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'README', 'README_PAGES', 'PAGE_MARK', 'markdown_table', 'label',
+           'StaleTable', 'read_table', 'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table',
+           'probe_table', 'mlm_table', 'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table',
+           'attention_scale_table', 'counting_table', 'length_generalisation_table', 'notebook_verdicts', 'render',
+           'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
@@ -83,7 +83,8 @@ def extrapolation_table(figures: Path) -> str:
     longest = means.columns.max()
     table[f"{longest} / {train_len}"] = (means[longest] / means[train_len]).map(lambda r: "n/a" if pd.isna(r) else f"{r:.2f}")
     order = list(dict.fromkeys(ppl.encoding))
-    return markdown_table(table.loc[order].rename(index=label).replace("nan (1 seed)", "n/a").replace("nan ± nan", "n/a"))
+    return markdown_table(table.loc[order].rename(index=label).replace("nan (1 seed)", "n/a").replace("nan ± nan", "n/a")
+                          .replace("n/a (0 seeds evaluable)", "n/a"))  # a learned table past its length: not applicable
 
 
 def context_use_table(figures: Path) -> str:
@@ -246,16 +247,20 @@ def notebook_verdicts(source: Path, executed: Path) -> str:
 # %% ../nbs/14b_report.ipynb #123189a9
 BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w/]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
 EXPERIMENTS = REPO_ROOT / "nbs" / "experiments"
+README = REPO_ROOT / "README.md"
+README_PAGES = ("figures/README.md",)  # the README's pages that hold generated blocks, by their place beside it
+PAGE_MARK = "<!-- page:{} -->"  # where a page was added to the end of a copy of the README
 
 
 def render(name: str, figures: Path) -> str:
-    "The text of the README block `name`: a table of `TABLES`, or `verdicts/NOTEBOOK` as a quoted block of its output."
+    """The text of the README block `name`: a table of `TABLES`, or `verdicts/NOTEBOOK` as a quoted block of its output,
+    each line its own paragraph of the quote."""
     if name.startswith("verdicts/"):
         notebook = name.removeprefix("verdicts/")
         if not (EXPERIMENTS / f"{notebook}.ipynb").is_file():
             raise KeyError(f"README block {name!r} names no experiment notebook in {EXPERIMENTS}: rename the block")
         text = notebook_verdicts(EXPERIMENTS / f"{notebook}.ipynb", Path(figures) / "notebooks" / f"{notebook}.ipynb")
-        return "\n".join(f"> {line}".rstrip() for line in text.splitlines())
+        return "\n>\n".join(f"> {line}".rstrip() for line in text.splitlines())
     if name not in TABLES:
         raise KeyError(f"README block {name!r} is neither a table ({', '.join(TABLES)}) nor verdicts/NOTEBOOK")
     try:
@@ -269,13 +274,42 @@ def readme_blocks(text: str) -> dict[str, str]:
     return {m["name"]: m["body"].removesuffix("\n") for m in BLOCK.finditer(text)}
 
 
-def update_readme(readme: Path = REPO_ROOT / "README.md", figures: Path | None = None) -> list[str]:
-    "Rewrite every generated block of `readme` from `figures` (default: the committed ones); the names of those that changed."
-    figures, text = Path(figures or committed_figures()), Path(readme).read_text()
-    changed = [name for name, body in readme_blocks(text).items() if render(name, figures) != body]
-    new = BLOCK.sub(lambda m: f"{m[1]}{render(m['name'], figures)}\n{m[4]}", text)
-    atomic_write(Path(readme), lambda tmp: tmp.write_text(new))
-    return changed
+def _linked_pages(readme: Path) -> list[str]:
+    "The pages of `README_PAGES` that `readme` links to (`](figures/README.md...`)."
+    text = Path(readme).read_text()
+    return [page for page in README_PAGES if f"]({page}" in text]
+
+
+def readme_files(readme: Path = README) -> list[Path]:
+    "`readme` and the pages it links to that lie beside it: the files whose blocks `update_readme` rewrites."
+    readme = Path(readme)
+    return [readme, *(readme.parent / page for page in _linked_pages(readme) if (readme.parent / page).is_file())]
+
+
+def _add_missing_pages(readme: Path):
+    """Add to the end of `readme` each page it links to that is not beside it (a copy of the README written elsewhere),
+    from the repository, once: the copy then holds every block of the README and its pages."""
+    text = Path(readme).read_text()
+    missing = [page for page in _linked_pages(readme) if not (Path(readme).parent / page).is_file()
+               and PAGE_MARK.format(page) not in text and (REPO_ROOT / page).is_file()]
+    if missing:
+        text += "".join(f"\n{PAGE_MARK.format(page)}\n\n{(REPO_ROOT / page).read_text()}" for page in missing)
+        atomic_write(Path(readme), lambda tmp: tmp.write_text(text))
+
+
+def update_readme(readme: Path = README, figures: Path | None = None) -> list[str]:
+    """Rewrite every generated block of `readme` and of its pages (`readme_files`: by default the README.md and
+    figures/README.md of this checkout) from `figures` (default: the committed ones); the names of those that changed.
+    A copy of the README elsewhere gets the pages it links to added first (`_add_missing_pages`)."""
+    figures, changed = Path(figures or committed_figures()), {}
+    _add_missing_pages(Path(readme))
+    for path in readme_files(readme):
+        text = path.read_text()
+        changed.update(dict.fromkeys(name for name, body in readme_blocks(text).items() if render(name, figures) != body))
+        new = BLOCK.sub(lambda m: f"{m[1]}{render(m['name'], figures)}\n{m[4]}", text)
+        if new != text:
+            atomic_write(path, lambda tmp: tmp.write_text(new))
+    return list(changed)
 
 # %% ../nbs/14b_report.ipynb #8d27f858
 def claims_table(figures: Path) -> str:

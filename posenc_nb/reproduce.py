@@ -21,19 +21,21 @@ import pandas as pd
 import papermill as pm
 from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
+from papermill.translators import translate_parameters
 
 from .claims import gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
-from .plan import chosen_plan, plan_main, plan_summary, train_locally
+from .plan import chosen_plan, plan_main, plan_summary, train_locally, training_plan
+from .progress import Progress, Tracker, cost_here, record_timings
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
-from .utils import EXIT_STATUS, REPO_ROOT, atomic_write, file_in_the_way, positive_int, run_command, unwritable
+from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command, unwritable
 from .workers import side_by_side_jobs
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',
            'declared_defaults', 'parameters_source', 'write_parameters', 'ReproductionError',
-           'clear_dead_kernel_folders', 'run_notebook', 'record_timings', 'reproduce', 'dry_run', 'main']
+           'clear_dead_kernel_folders', 'run_notebook', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/14_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -153,13 +155,20 @@ class _IPCKernelManager(AsyncKernelManager):
         self._owner.close()
 
 # %% ../nbs/14_reproduce.ipynb #10e88d75
-def _without_paths(output: Path):
-    "Papermill's record of the run in `output` without this machine's paths: file names only."
+def _without_paths(output: Path, shown: dict | None = None):
+    """Papermill's record of the run in `output` without this machine's paths: file names only; with `shown`, the
+    parameters the copy shows (the lines of its injected cell, that record) take those values."""
     nb = nbformat.read(output, as_version=4)
     record = nb.metadata.get("papermill", {})
     for key in ("input_path", "output_path"):
         if record.get(key):
             record[key] = Path(record[key]).name
+    if shown:  # each one's line in the injected cell, as papermill writes it, and in the record
+        line = lambda key, value: translate_parameters("python3", "python", {key: value}, "Parameters").splitlines()[-1]
+        for cell in (c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])):
+            for key, value in shown.items():
+                cell.source = cell.source.replace(line(key, record["parameters"][key]), line(key, value))
+        record["parameters"].update(shown)
     nbformat.write(nb, output)
 
 
@@ -237,6 +246,7 @@ def _run_staged(notebook: Path, parameters: dict, out_dir: Path, known: list) ->
     shutil.rmtree(staging, ignore_errors=True)
     try:  # the notebook is told its folder relative to its own, so no machine's path is written into it
         run_notebook(notebook, staged, {**parameters, "out_dir": os.path.relpath(staging, notebook.parent)})
+        _without_paths(staged, {"out_dir": os.path.relpath(out_dir, notebook.parent)})  # the folder a reader would pass
         failed.unlink(missing_ok=True)
         _publish(staging, out_dir)
         write_claims_table(out_dir, known)
@@ -276,76 +286,48 @@ def _only_runner(out_dir: Path):
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
 
 
-def _run_all(todo: list, out_dir: Path, known: list, log) -> list[dict]:
-    "Run each `(notebook, parameters)` of `todo` into `out_dir`, one after another; a row per notebook with its time."
+def _run_all(todo: list, out_dir: Path, known: list, progress: Progress) -> list[dict]:
+    """Run each `(notebook, parameters)` of `todo` into `out_dir`, one after another, shown by `progress`; a row per
+    notebook with its time."""
     timings, start = [], time.time()
     for i, (nb, nb_params) in enumerate(todo, 1):
         t0 = time.time()
         try:
-            output = _run_staged(nb, nb_params, out_dir, known)
+            with progress.notebook(i - 1):
+                output = _run_staged(nb, nb_params, out_dir, known)
         except KeyboardInterrupt:
             raise KeyboardInterrupt(f"interrupted in {nb.stem} (notebook {i} of {len(todo)}), which published nothing; "
                                     f"those before it published to {out_dir}. Rerun the same command to go on: "
                                     "trained models are reused.") from None
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
-        log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
+        progress.log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
     return timings
-
-# %% ../nbs/14_reproduce.ipynb #30adbc0e
-def _set_aside(path: Path) -> Path:
-    "Move `path` to the first free name `NAME.damaged[-N].csv` beside it: nothing is overwritten."
-    names = (path.with_name(f"{path.stem}.damaged{f'-{n}' if n else ''}{path.suffix}") for n in range(1 << 16))
-    aside = next(p for p in names if not p.exists() and not p.is_symlink())
-    path.rename(aside)
-    return aside
-
-
-def _earlier_timings(path: Path, log) -> pd.DataFrame | None:
-    """The timings an earlier run wrote at `path` (None: none). A damaged file (not a CSV of timings) is set aside, kept
-    under another name, and said: no rows then."""
-    if not path.exists():
-        return None
-    try:
-        earlier = pd.read_csv(path)
-        problem = (missing := {"notebook", "profile"} - set(earlier.columns)) and f"lacks the columns {sorted(missing)}"
-    except (ValueError, OSError) as e:  # not UTF-8, empty, not CSV; a folder
-        problem = f"cannot be read ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
-    if not problem:
-        return earlier
-    log(f"{path} {problem}: set aside as {_set_aside(path).name}, and this run's times written to {path.name} anew")
-    return pd.DataFrame(columns=["notebook", "profile"])
-
-
-def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print):
-    """Write a run's `timings` to `path`, a damaged file set aside (`_earlier_timings`): a `whole` run's replace it; an
-    `--only` run's, its notebooks' rows in an earlier run's file of the same profile (one added later joins it)."""
-    earlier = _earlier_timings(path, log)
-    if not whole:
-        if earlier is None or (len(earlier) and set(earlier.profile) != set(timings.profile)):
-            return
-        kept = earlier[~earlier.notebook.isin(timings.notebook)]
-        timings = pd.concat([kept, timings]).sort_values("notebook") if len(kept) else timings
-    atomic_write(path, lambda tmp: timings.to_csv(tmp, index=False))
 
 # %% ../nbs/14_reproduce.ipynb #889ecc5c
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
-              nproc_per_node: int = 1) -> pd.DataFrame:
+              nproc_per_node: int = 1, progress=None) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile` with `overrides`, each publishing to `out_dir`
     only if it succeeds (`_run_staged`; other results than the cpu profile's reach the committed figures only with
     `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv. They train `train_jobs`
     models side by side (None: one a usable core); with `launcher="torchrun"`, torchrun first trains their runs one by
     one on `nproc_per_node` processes (`train_locally`). A full run rewrites the README's generated blocks
-    (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as `out_dir`/README.md."""
+    (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as `out_dir`/README.md.
+    It first says what their training costs here (`cost_here`); `progress`, a file (the command's stderr), shows each
+    notebook's models and the time left as they run (`posenc_nb.progress.Progress`)."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
     out_dir, params, todo, known = _prepare(profile, only, out_dir, overrides, experiments_dir, replace, log)
+    names, plan = [nb.stem for nb, _ in todo], training_plan(profile, overrides)
     log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
+    log(cost_here(plan, names))
     if launcher == "torchrun":
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     with _only_runner(out_dir):
-        timings = pd.DataFrame(_run_all(todo, out_dir, known, log)).assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
+        shown = Progress(Tracker(plan, names), log, progress)  # after torchrun: the notebooks' own training is followed
+        timings = pd.DataFrame(_run_all(todo, out_dir, known, shown))
+        timings = timings.assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
     record_timings(timings.drop(columns="executed"), out_dir / "reproduce_timings.csv", whole=not only, log=log)
     if not only:
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
@@ -392,7 +374,7 @@ def main(argv=None) -> int:
     args = parser.parse_intermixed_args(argv)
     if args.nproc_per_node != 1 and args.launcher != "torchrun":
         parser.error("--nproc-per-node needs --launcher torchrun (the notebooks train on one process each)")
-    options = {} if args.dry_run else dict(launcher=args.launcher, nproc_per_node=args.nproc_per_node)
+    options = {} if args.dry_run else dict(launcher=args.launcher, nproc_per_node=args.nproc_per_node, progress=sys.stderr)
     run = dry_run if args.dry_run else reproduce
     return run_command("posenc-reproduce", lambda: run(
         args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),

@@ -17,7 +17,8 @@ __all__ = ['LEVEL', 'seed_summary', 'per_seed', 'format_mean_std', 't_quantile',
 
 # %% ../nbs/12c_seeds.ipynb #d471ecf1
 def seed_summary(df: pd.DataFrame, by, value: str) -> pd.DataFrame:
-    "Per group of the `by` columns: `<value>_mean`, `<value>_std` over seeds (ddof=1; NaN with one seed) and `n_seeds`."
+    """Per group of the `by` columns: `<value>_mean`, `<value>_std` over seeds (ddof=1; NaN with one seed) and `n_seeds`,
+    the seeds with a value (NaN values are left out of all three: a group with none has `n_seeds` 0 and NaN mean)."""
     by = [by] if isinstance(by, str) else list(by)
     if missing := [c for c in [*by, value] if c not in df.columns]:
         raise ValueError(f"seed_summary: no column(s) {missing}; the DataFrame has {list(df.columns)}")
@@ -37,11 +38,16 @@ def per_seed(df: pd.DataFrame, value: str, **where) -> np.ndarray:
 
 
 def format_mean_std(summary: pd.DataFrame, value: str, digits: int = 2) -> pd.Series:
-    "Each row of a `seed_summary` table as text: 'mean ± std', or 'mean (1 seed)' where there is no spread."
+    """Each row of a `seed_summary` table as text: 'mean ± std', 'mean (1 seed)' where there is no spread, or
+    'n/a (0 seeds evaluable)' where no seed has a value (`n_seeds` 0, or a NaN mean)."""
     if missing := [c for c in (f"{value}_mean", f"{value}_std", "n_seeds") if c not in summary.columns]:
         raise ValueError(f"format_mean_std needs seed_summary's columns {missing} for {value!r}; the table has {list(summary.columns)}")
-    return pd.Series([f"{m:.{digits}f} ± {s:.{digits}f}" if n > 1 else f"{m:.{digits}f} (1 seed)"
-                      for m, s, n in zip(summary[f"{value}_mean"], summary[f"{value}_std"], summary["n_seeds"])],
+
+    def text(m, s, n):
+        if n == 0 or np.isnan(m):
+            return "n/a (0 seeds evaluable)"
+        return f"{m:.{digits}f} ± {s:.{digits}f}" if n > 1 else f"{m:.{digits}f} (1 seed)"
+    return pd.Series([text(m, s, n) for m, s, n in zip(summary[f"{value}_mean"], summary[f"{value}_std"], summary["n_seeds"])],
                      index=summary.index, name=value)
 
 # %% ../nbs/12c_seeds.ipynb #83da441c

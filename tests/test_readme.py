@@ -1,40 +1,164 @@
-"The README's results cannot misquote the committed CSVs and executed notebooks: its generated blocks are what they give."
+"""The README and its pages cannot misquote the committed CSVs and executed notebooks: their generated blocks are what
+they give. The README's links lead somewhere, its chapter table lists every chapter, and its Python runs as written."""
+import io
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 
 from posenc_nb.profiles import committed_figures
-from posenc_nb.report import TABLES, readme_blocks, render
+from posenc_nb.report import README, TABLES, readme_blocks, readme_files, render
 from posenc_nb.reproduce import experiment_notebooks
 from posenc_nb.utils import REPO_ROOT
 
-README = REPO_ROOT / "README.md"
+RESULTS = REPO_ROOT / "figures" / "README.md"  # the results in detail, which GitHub shows below the figures
+# The README and its pages: the results in detail, the speed of training, the developer guide
+PAGES = [README, RESULTS, REPO_ROOT / "figures" / "SPEED.md", REPO_ROOT / "nbs" / "DEVELOPING.md"]
+CHAPTER_TABLE = "| chapter | module | what it holds |"
+TABLE_ROW = re.compile(r"(?m)^\|.*\|$")
+
+
+def blocks() -> dict[Path, dict[str, str]]:
+    "The generated blocks of each file `update_readme` rewrites."
+    return {path: readme_blocks(path.read_text()) for path in readme_files()}
+
+
+def outside_blocks(text: str) -> str:
+    "`text` without its generated blocks."
+    return re.sub(r"<!-- generated:([\w/]+) -->\n.*?<!-- /generated:\1 -->", "", text, flags=re.S)
+
+
+def test_the_readme_rewrites_its_results_page():
+    "update_readme's files, by default: the README and its results page (the pages it links to that hold blocks)."
+    assert readme_files() == [README, RESULTS]
 
 
 def test_every_results_table_and_verdict_is_generated():
-    "Every table the report makes and every notebook's verdicts have a block in the README."
-    names = set(readme_blocks(README.read_text()))
+    "Every table the report makes and every notebook's verdicts have a block in the README or its results page."
+    names = {name for found in blocks().values() for name in found}
     assert set(TABLES) <= names, set(TABLES) - names
     assert {f"verdicts/{nb.stem}" for nb in experiment_notebooks()} <= names
+    assert "claims" in readme_blocks(README.read_text())  # the landing page shows what reproduces
+
+
+def test_no_block_outside_the_files_update_readme_rewrites():
+    "A block in a markdown file update_readme does not rewrite would go stale in silence."
+    markdown = [*REPO_ROOT.glob("*.md"), *(p for folder in ("figures", "nbs", "tests", "data", "posenc_nb")
+                                          for p in (REPO_ROOT / folder).rglob("*.md"))]
+    holding = {p for p in markdown if readme_blocks(p.read_text(encoding="utf-8"))}
+    assert holding <= set(readme_files()), sorted(map(str, holding - set(readme_files())))
 
 
 def test_committed_blocks_are_what_the_committed_files_give():
     "Each block as committed equals what the committed CSVs and executed notebooks give (posenc-reproduce rewrites them)."
-    for name, body in readme_blocks(README.read_text()).items():
-        assert body == render(name, committed_figures()), f"README block {name} differs from the committed results"
+    for path, found in blocks().items():
+        for name, body in found.items():
+            assert body == render(name, committed_figures()), f"{path.relative_to(REPO_ROOT)}: {name} differs from the results"
+
+
+def test_each_verdict_is_its_own_paragraph():
+    "Quoted verdicts one line a paragraph (a bare `>` between two), or GitHub and the site run them into one."
+    for path, found in blocks().items():
+        for name, body in ((n, b) for n, b in found.items() if n.startswith("verdicts/")):
+            lines = body.splitlines()
+            assert lines[::2] == [l for l in lines if l.startswith("> ")] and set(lines[1::2]) <= {">"}, (path, name)
 
 
 def test_the_budget_total_is_the_sum_of_the_timings():
     "A check of the generator itself, against the CSV read here: the total is the notebooks' minutes added up."
     seconds = pd.read_csv(committed_figures() / "reproduce_timings.csv").seconds
-    budget = readme_blocks(README.read_text())["budget"]
+    budget = next(found["budget"] for found in blocks().values() if "budget" in found)
     total = float(re.search(r"\*\*total\*\* \| ([\d.]+)", budget)[1])
     assert abs(total - seconds.sum() / 60) < 0.05 and len(budget.splitlines()) == len(seconds) + 3
 
 
 def test_no_hand_typed_results_table():
-    "Outside the generated blocks, the results sections hold no table: a number there would be typed by hand."
-    text = README.read_text()
-    results = text[text.index("## Results"):]
-    outside = re.sub(r"<!-- generated:([\w/]+) -->\n.*?<!-- /generated:\1 -->", "", results, flags=re.S)
-    assert not re.search(r"(?m)^\|.*\|$", outside), re.search(r"(?m)^\|.*\|$", outside)[0]
+    """Outside the generated blocks, the results page holds no table, and the README none but its chapter table: a
+    number there would be typed by hand."""
+    results = outside_blocks(RESULTS.read_text())
+    assert not TABLE_ROW.search(results), TABLE_ROW.search(results)[0]
+    readme = outside_blocks(README.read_text())
+    start = readme.index(CHAPTER_TABLE)
+    end = readme.index("\n\n", start)
+    rest = readme[:start] + readme[end:]
+    assert not TABLE_ROW.search(rest), TABLE_ROW.search(rest)[0]
+
+
+def test_the_chapter_table_lists_every_chapter():
+    "One row per library chapter (nbs/[0-9]*.ipynb, lettered ones too), in the order of their numbers."
+    readme = README.read_text()
+    table = readme[readme.index(CHAPTER_TABLE):readme.index("\n\n", readme.index(CHAPTER_TABLE))]
+    listed = re.findall(r"(?m)^\| `(\w+)` \|", table)
+    chapters = sorted(p.stem for p in (REPO_ROOT / "nbs").glob("[0-9]*.ipynb"))
+    assert listed == chapters, f"missing {sorted(set(chapters) - set(listed))}, not a chapter {sorted(set(listed) - set(chapters))}"
+
+
+def github_anchor(heading: str) -> str:
+    "The #fragment GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_readme_and_its_pages_link_to_what_is_there():
+    "Every relative link of the README and its pages names a file of the repository (and a heading of it, if it names one)."
+    assert README.is_file() and not README.is_symlink()
+    readme = README.read_text()
+    for page in PAGES[1:]:  # the landing page reaches each of its pages
+        assert f"]({page.relative_to(REPO_ROOT).as_posix()}" in readme, page
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, fragment = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            assert linked.exists(), f"{page.relative_to(REPO_ROOT)} links to {target}, which is not there"
+            if fragment and linked.suffix == ".md":
+                headings = re.findall(r"(?m)^#+ (.+)$", re.sub(r"(?ms)^```.*?^```", "", linked.read_text()))
+                assert fragment in map(github_anchor, headings), f"{page.relative_to(REPO_ROOT)}: no #{fragment} in {path}"
+
+
+def test_the_two_commands_are_in_the_readme():
+    "The set-up and main job, and the test command CI runs (.ci/run), as the README gives them."
+    commands = re.search(r"## Two commands\n.*?```bash\n(.*?)```", README.read_text(), re.S)[1]
+    assert re.search(r"(?m)^make reproduce\b", commands) and re.search(r"(?m)^make test\b", commands), commands
+
+
+# Runs each block in one namespace, as a notebook or an interactive session would: a last bare expression is shown
+DRIVER = """
+import ast, json, sys
+namespace = {"__name__": "__main__"}
+for number, block in enumerate(json.load(sys.stdin), 1):
+    name = f"<README python block {number}>"
+    tree = ast.parse(block, name)
+    shown = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+    exec(compile(tree, name, "exec"), namespace)
+    if shown is not None:
+        value = eval(compile(ast.Expression(shown.value), name, "eval"), namespace)
+        table = value.to_json() if hasattr(value, "to_json") else None
+        print("README value", json.dumps({"block": number, "repr": repr(value), "table": table}), flush=True)
+"""
+
+
+def test_the_readme_python_runs_as_written(tmp_path):
+    """Every ```python block of the README, top to bottom in one Python session, as a reader would run them after
+    `make test` has fetched the data: run in a scratch folder with its own runs and a copy of the data cache, so
+    nothing is written into the repository. What the README says a reader will see is what they see."""
+    code = re.findall(r"(?ms)^```python\n(.*?)^```$", README.read_text())
+    assert len(code) >= 2, code
+    shutil.copytree(REPO_ROOT / "data", tmp_path / "data", ignore=shutil.ignore_patterns("*.lock"))
+    env = {**os.environ, "POSENC_RUNS_DIR": str(tmp_path / "runs"), "POSENC_DATA_DIR": str(tmp_path / "data"),
+           "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(code), capture_output=True, text=True,
+                          cwd=tmp_path, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shown = {v["block"]: v for v in (json.loads(line.removeprefix("README value "))
+                                     for line in done.stdout.splitlines() if line.startswith("README value "))}
+    perplexity = pd.read_json(io.StringIO(shown[1]["table"])).perplexity
+    assert len(perplexity) == 3 and perplexity.between(2_800, 3_000).all(), perplexity  # "about 2,900", as the README says
+    assert "about 2,900" in README.read_text()
+    assert shown[2]["repr"] == "torch.Size([1, 2, 32, 32])", shown[2]  # the shape the README's comment gives
+    assert any((p / "meta.json").exists() for p in (tmp_path / "runs").iterdir()), "the run is not in the scratch folder"

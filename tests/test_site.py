@@ -10,7 +10,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCREENSHOTS = ROOT / "_proc" / "screenshots"  # the home page and an experiment page, to look at
+SCREENSHOTS = ROOT / "_proc" / "screenshots"  # the home page (desktop and phone) and an experiment page, to look at
 CHROMIUM = os.environ.get("POSENC_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 MISSING = [name for name in ("sphinx", "myst_nb", "playwright") if importlib.util.find_spec(name) is None]
 NEEDS = [pytest.mark.skipif(bool(MISSING), reason=f"the docs extra is not installed ({', '.join(MISSING)} missing): "
@@ -30,7 +30,14 @@ def in_browser(test):
 TQDM_BAR = re.compile(r"\d+%\|[^|\n]*\|\s*\d+/\d+")
 FRONT_MATTER = re.compile(r"^\s*-?\s*(skip_exec|skip_showdoc|output-file)\s*:.*$", re.M)
 WIDGET_TEXT = re.compile(r"Loading widget\.\.\.|[HV]Box\(children=|(?:Int|Float)Progress\(")
-ABSOLUTE_PATH = re.compile(r"(?<![\w.~])/(?:work|home|root|tmp|Users)/[\w.-]+/\S*")
+# ... nor anything of the machine a notebook ran on, in an output or the API (a cell's own code may name example paths)
+MACHINE_TEXT = [
+    (re.compile(r"Traceback \(most recent call last\)|ChildFailedError|^\s*File \"[^\"\n]+\", line \d+", re.M),
+     "a traceback"),
+    (re.compile(r"(?<![\w.~])/(?:work|home|root|tmp|Users|private/var|var/folders)/[\w.-]+\S*"
+                r"|\S*site-packages\S*|\S*ipykernel_\d+\S*"), "a path of the machine it ran on"),
+    (re.compile(r"\S*\.staging-\S*"), "the runner's staging folder")]
+PHONE = {"width": 390, "height": 844}  # a phone's window; the desktop one is open_page's 1280 x 900
 
 
 def load_builder():
@@ -106,12 +113,64 @@ def page_problems(browser, site: Path, base: str, name: str) -> list[str]:
         problems.append("an error output cell")
     text = page.inner_text("body")
     checks = [(FRONT_MATTER, "raw front matter"), (WIDGET_TEXT, "widget placeholder"), (TQDM_BAR, "progress bar")]
-    if not name.startswith("library/"):  # the experiments' record of a run; a chapter's examples use temporary folders
-        checks.append((ABSOLUTE_PATH, "absolute path of the machine it ran on"))
     for pattern, what in checks:
         problems += [f"{what}: {m.group(0).strip()!r}" for m in pattern.finditer(text)][:3]
+    problems += too_wide(page, "1280 px")
+    page.set_viewport_size(PHONE)
+    problems += too_wide(page, f"{PHONE['width']} px")
+    for pattern, what in MACHINE_TEXT:
+        problems += [f"{what}: {m.group(0).strip()!r}" for m in pattern.finditer(shown_but_code(page))][:3]
     page.close()
     return problems
+
+
+def too_wide(page, window: str) -> list[str]:
+    """Whether the page scrolls sideways in its window: the document wider than the window, or Furo's content column
+    wider than itself (on a phone the column scrolls, not the page). Names the first thing that sticks out, outside a
+    box that scrolls on its own (a table's, a code block's)."""
+    wide = page.evaluate("""() => {
+      const column = document.querySelector('.content') || document.body;
+      const edge = column.getBoundingClientRect().right + 1, scrolls = ['auto', 'scroll', 'hidden'];
+      const boxed = el => { for (let p = el.parentElement; p && p !== column; p = p.parentElement)
+        if (scrolls.includes(getComputedStyle(p).overflowX) && p.getBoundingClientRect().right <= edge) return true;
+        return false; };
+      const out = [...column.querySelectorAll('*')].find(el => el.getBoundingClientRect().right > edge && !boxed(el));
+      return {page: document.documentElement.scrollWidth, window: window.innerWidth, column: column.scrollWidth,
+              room: column.clientWidth, out: out ? `<${out.tagName.toLowerCase()} class="${out.className}"> ` +
+              out.textContent.replace(/\\s+/g, ' ').trim().slice(0, 60) : ''};
+    }""")
+    problems = []
+    if wide["page"] > wide["window"] or wide["column"] > wide["room"] + 1:
+        problems.append(f"wider than its window at {window}: the page {wide['page']} px, its content "
+                        f"{wide['column']} px in {wide['room']} px ({wide['out'] or 'nothing sticks out alone'})")
+    return problems + [f"a value broken over two lines at {window}: {cell!r}" for cell in split_values(page)]
+
+
+def split_values(page) -> list[str]:
+    "Table cells holding one value (`6.4 ± 0.3`, `-0.077`, `12%`) that the browser laid out on more than one line."
+    return page.evaluate(r"""() => [...document.querySelectorAll('article td, article th')]
+      .filter(cell => /^[-+−]?[\d.,]+%?(\s*±\s*[\d.,]+%?)?$/.test(cell.innerText.trim()))
+      .filter(cell => {
+        const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT), tops = [];
+        for (let node; (node = walk.nextNode());) {
+          const range = document.createRange(); range.selectNodeContents(node);
+          tops.push(...[...range.getClientRects()].filter(r => r.width > 0).map(r => r.top));
+        }
+        return tops.length && Math.max(...tops) - Math.min(...tops) > 4;
+      }).map(cell => cell.innerText.trim()).slice(0, 3)""")
+
+
+def shown_but_code(page) -> str:
+    "The page's text with every folded part opened, less the cells' own code: what it shows of its outputs and API."
+    return page.evaluate("""() => {
+      document.querySelectorAll('details').forEach(d => d.open = true);
+      const hide = document.createElement('style');
+      hide.textContent = '.cell_input { display: none !important }';
+      document.head.append(hide);
+      const text = document.body.innerText;
+      hide.remove();
+      return text;
+    }""")
 
 
 def pages(site: Path) -> list[str]:
@@ -120,7 +179,9 @@ def pages(site: Path) -> list[str]:
 
 @in_browser
 def test_every_page_opens_clean_in_chromium(site, server, browser):
-    "No broken link or image, no script or console error, nothing a static page should not show."
+    """No broken link or image, no script or console error, nothing a static page should not show: nothing of the machine
+    a notebook ran on (a traceback, its paths, the runner's staging folder), and no page wider than its window at 1280 px
+    or at a phone's 390 px, nor a table cell's value broken over two lines."""
     assert len(pages(site)) > 20, f"only {len(pages(site))} pages in {site}"
     problems = {name: p for name in pages(site) if (p := page_problems(browser, site, server, name))}
     assert not problems, "\n".join(f"{name}:\n  " + "\n  ".join(p) for name, p in problems.items())
@@ -136,25 +197,67 @@ def test_math_renders(server, browser):
 
 
 @in_browser
+def results_claims(build) -> list[str]:
+    "The results page's sections (figures/README.md) that quote an experiment's files: one claim's section each."
+    results = (ROOT / "figures" / "README.md").read_text(encoding="utf-8")
+    return [h for h, _ in build.sections(results, 2)[1:] if build.named_files(h)]
+
+
 def test_home_page_states_each_claim_and_links_its_experiment(site, server, browser):
-    "One section per results section of the README, each linking to the experiment page that holds its figure."
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    results = readme.split("## Results", 1)[1]
-    claims = [h for h in re.findall(r"^### (.+)$", results, re.M) if not h.startswith("Budget")]
+    "The claims table first, then one section per results section, each linking to the experiment page that holds its figure."
+    build = load_builder()
+    claims = results_claims(build)
     page, _ = open_page(browser, server)
     links = page.eval_on_selector_all("article a[href^='experiments/']", "links => links.map(a => a.getAttribute('href'))")
     linked = {Path(urlsplit(href).path).stem for href in links}
-    build = load_builder()
     assert claims and {build.experiment_of(h).stem for h in claims} <= linked, f"the claims link only {sorted(linked)}"
     headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
     for claim in claims:
         assert any(re.sub(r"\s*\(`.*", "", claim) in h for h in headings), f"no section for {claim!r}: {headings}"
+    assert page.locator("article table").first.inner_text().startswith("claim")  # the claims table leads
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / "home.png", full_page=True)
+    page.set_viewport_size(PHONE)
+    page.screenshot(path=SCREENSHOTS / "home_phone.png", full_page=True)
     page.close()
     page, _ = open_page(browser, urljoin(server, "experiments/01_extrapolation.html"))
     page.screenshot(path=SCREENSHOTS / "experiment_01_extrapolation.png", full_page=True)
     page.close()
+
+
+def letters(text: str) -> str:
+    "Text compared across markdown and a page: letters and digits only (emphasis, code marks and spacing differ)."
+    return re.sub(r"[^0-9A-Za-z]", "", text)
+
+
+@in_browser
+def test_each_verdict_line_is_its_own_paragraph(site, server, browser):
+    """Every generated verdict block of the README and the results beside it (`figures/*.md`; `posenc_nb.report.render`)
+    is a quote on the site with one paragraph a verdict line. Before: the lines of a block ran together into one
+    paragraph, verdict after verdict."""
+    from posenc_nb.report import readme_blocks
+    blocks = {f"{source.relative_to(ROOT)} {name}": [line for raw in body.splitlines()
+                                                     if (line := raw.removeprefix(">").strip())]
+              for source in [ROOT / "README.md", *sorted((ROOT / "figures").glob("*.md"))]
+              for name, body in readme_blocks(source.read_text(encoding="utf-8")).items()
+              if name.startswith("verdicts/")}
+    assert blocks, "no generated verdict block in the README or figures/*.md"
+    quotes = []
+    for name in (p for p in pages(site) if "/" not in p):  # the pages made of markdown: home, set-up, results
+        page, _ = open_page(browser, urljoin(server, name))
+        quotes += page.eval_on_selector_all("article blockquote", "qs => qs.map(q => [q.innerText, "
+                                            "[...q.querySelectorAll('p')].map(p => p.innerText)])")
+        page.close()
+    problems = []
+    for name, lines in blocks.items():
+        shown = [paragraphs for text, paragraphs in quotes if letters(text) == letters("".join(lines))]
+        if not shown:
+            problems.append(f"{name}: its {len(lines)} verdict line(s) are in no quote of the site's own pages")
+        elif [letters(p) for p in shown[0]] != [letters(line) for line in lines]:
+            merged = next((p for p in shown[0] if sum(letters(line) in letters(p) for line in lines) > 1), shown[0][0])
+            problems.append(f"{name}: {len(lines)} verdict lines shown as {len(shown[0])} paragraph(s), e.g. "
+                            f"{merged[:160]!r}")
+    assert not problems, "\n".join(problems)
 
 
 @in_browser
@@ -207,7 +310,7 @@ def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
         nbformat.v4.new_markdown_cell("# Attention explorer\n\n> Look at attention.\n\n- skip_exec: true\n- learned: a list item"),
         nbformat.v4.new_code_cell("# | hide\nfrom fastcore.test import test_eq"),
         nbformat.v4.new_code_cell("from fastcore.test import test_eq", metadata={"tags": ["hide"]}),
-        nbformat.v4.new_code_cell("# | export\ndef token_label(label): ...\n\nclass AttentionExplorer:\n    def redraw(self): ..."),
+        nbformat.v4.new_code_cell("# | export\ndef shuffle_order(text, seed=0): ...\n\nclass AttentionExplorer:\n    def redraw(self): ..."),
         nbformat.v4.new_code_cell("train(cfg)", outputs=[nbformat.v4.new_output(
             "display_data", data={build.WIDGET: {"model_id": "x"}, "text/plain": "run:   0%|          | 0/30"})]),
     ])
@@ -218,27 +321,62 @@ def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
     assert sources[0] == "# Attention explorer\n\n> Look at attention.\n\n- learned: a list item"
     assert not any("default_exp" in s or "# | " in s or "test_eq" in s for s in sources), sources
     exported, api = cells[1], cells[2]
-    assert exported.metadata.tags == ["hide-input"] and exported.source.startswith("def token_label")
-    assert "### token_label" in api.source and "visible space" in api.source and "#### AttentionExplorer.redraw" in api.source
+    assert exported.metadata.tags == ["hide-input"] and exported.source.startswith("def shuffle_order")
+    assert "### shuffle_order" in api.source and "reproducible from" in api.source and "#### AttentionExplorer.redraw" in api.source
     assert "[source]" not in api.source  # nbdev's link to a code host, which this project does not have
     assert cells[3].outputs == []  # a widget view without its state shows nothing a static page can render
 
 
-def test_home_page_takes_each_claim_from_the_readme():
-    "Every results section of the README on the home page, linked to the experiment page that holds its figure."
+def test_the_api_shows_a_class_as_a_class():
+    """A dataclass with its fields, a NamedTuple with its fields, an exception with what it derives from; a default
+    computed from the checkout as its source writes it. Before: `def Claim(...)->None:`, `def AttentionBias(*args,
+    **kwargs)`, and `Path('/home/.../nbs/experiments')`."""
+    from posenc_nb.checksums import CheckpointError
+    from posenc_nb.claims import Claim
+    from posenc_nb.model import AttentionBias
+    from posenc_nb.reproduce import experiment_notebooks
     build = load_builder()
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    pages = build.readme_pages(readme)
-    results = build.sections(next(b for h, b in build.sections(readme, 2) if h.startswith("Results")), 3)
-    claims = [h for h, _ in results[1:] if not h.startswith("Budget")]
+    shown = {o.__name__: build.show_doc_markdown(o, o.__name__, 3)
+             for o in (Claim, AttentionBias, CheckpointError, experiment_notebooks)}
+    assert "```python\nclass Claim(\n    claim:str, status:str," in shown["Claim"]
+    assert "def Claim" not in shown["Claim"] and "->None" not in shown["Claim"]
+    assert "```python\nclass AttentionBias(\n    block:Callable[" in shown["AttentionBias"]
+    assert "```python\nclass CheckpointError(RuntimeError)\n```" in shown["CheckpointError"]
+    function = shown["experiment_notebooks"]
+    assert "```python\ndef experiment_notebooks(" in function and "=EXPERIMENTS_DIR" in function
+    assert str(ROOT) not in function  # the reader's checkout is elsewhere
+
+
+def test_an_experiment_page_shows_where_its_outputs_are(tmp_path):
+    "papermill's injected parameters name the runner's staging folder; the page names the folder the outputs are in."
+    import nbformat
+    build = load_builder()
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# Toy\n\n> A toy."),
+        nbformat.v4.new_code_cell("out_dir = '../../figures'", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell('# Parameters\nprofile = "cpu"\nout_dir = "../../figures/.staging-01_toy"\n',
+                                  metadata={"tags": ["injected-parameters"]})])
+    nbformat.write(nb, tmp_path / "01_toy.ipynb")
+    build.stage_experiment(tmp_path / "01_toy.ipynb", tmp_path / "staged.ipynb")
+    cells = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells
+    assert cells[2].source == '# Parameters\nprofile = "cpu"\nout_dir = "../../figures"\n'
+
+
+def test_home_page_takes_each_claim_from_the_results_page():
+    "The claims table and every results section of figures/README.md on the home page, linked to its experiment page."
+    build = load_builder()
+    results = (ROOT / "figures" / "README.md").read_text(encoding="utf-8")
+    pages = build.readme_pages((ROOT / "README.md").read_text(encoding="utf-8"))
+    claims = results_claims(build)
     for heading in claims:
         experiment = build.experiment_of(heading)
         assert f"](experiments/{experiment.name})" in pages["index.md"], heading
-    assert pages["index.md"].count("\n## ") == len(claims) and "## Budget" not in pages["index.md"]
-    assert "## The cpu profile" in pages["setup.md"] and "### Budget" in pages["setup.md"]
+    assert pages["index.md"].count("\n## ") == len(claims) + 1 and "<!-- generated:claims -->" in pages["index.md"]
+    assert "## Budget" not in pages["index.md"] and "## The cpu profile" in pages["setup.md"] and "### Budget" in pages["setup.md"]
+    assert all(f"\n## {h}\n" in pages["setup.md"] for h in ("Developer guide", "Speed"))
     assert "(figures/notebooks/" not in pages["index.md"] + pages["setup.md"]  # pointed at the site's own pages
-    table = next(l for l in readme[readme.index("## Results"):].splitlines() if l.startswith("| ALiBi |"))
-    assert table in pages["index.md"]  # the numbers are the README's, copied at build time, never retyped
+    table = next(l for l in results.splitlines() if l.startswith("| ALiBi |"))
+    assert table in pages["index.md"]  # the numbers are the results page's, copied at build time, never retyped
 
 
 @pytest.mark.parametrize("damage", [b'{"cells": [', b"[]", b"\xff\xfe"])
@@ -267,7 +405,7 @@ def test_make_docs_names_an_experiment_not_executed_yet(tmp_path, capsys, monkey
     err = capsys.readouterr().err
     assert err.startswith("make docs: figures/") and " is missing" in err and "README" in err, err
     assert "`posenc-reproduce --only " in err and "Traceback" not in err and err.count("\n") == 1, err
-    with pytest.raises(RuntimeError, match=r"figures/notebooks/01_extrapolation.ipynb is missing: the README's results "
+    with pytest.raises(RuntimeError, match=r"figures/notebooks/01_extrapolation.ipynb is missing: figures/README.md's results "
                                            r"section 'Extrapolation \(`extrapolation.csv`\)' quotes what "
                                            r"nbs/experiments/01_extrapolation.ipynb writes. Run `posenc-reproduce --only "
                                            r"01_extrapolation`"):

@@ -5,7 +5,7 @@ with Sphinx and MyST-NB into `_docs/`. Nothing is executed: pages show the outpu
 """
 from __future__ import annotations
 
-import ast, importlib, inspect, re, shutil, sys, time
+import ast, importlib, inspect, re, shutil, sys, textwrap, time
 from pathlib import Path
 
 import nbformat
@@ -38,6 +38,7 @@ DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell d
 # nbdev/Quarto front matter in a title cell (`- skip_exec: true`): settings for a renderer, not text for a reader
 FRONT_MATTER = re.compile(r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M)
 WIDGET = "application/vnd.jupyter.widget-view+json"
+STAGING = re.compile(r"/\.staging-[^\s\"'/]*(?=[\"'])")  # the runner's staging folder at the end of a quoted path
 NAVIGATION = "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"  # the reader's order: set-up, the paper, the code
 
 
@@ -83,7 +84,60 @@ def show_doc_markdown(obj, name: str, level: int) -> str:
         kind = "class" if isinstance(obj, type) else "def"
         md = (f"---\n\n{'#' * level} {name}\n\n```python\n{kind} {name.split('.')[-1]}{inspect.signature(obj)}\n```\n\n"
               f"*{inspect.getdoc(obj) or ''}*")
-    return re.sub(r"^\[source\]\(.*\)\{.*\}\n", "", md, flags=re.M)
+    md = defaults_as_written(obj, re.sub(r"^\[source\]\(.*\)\{.*\}\n", "", md, flags=re.M))
+    return as_class(obj, md) if isinstance(obj, type) else md
+
+
+def as_class(cls: type, md: str) -> str:
+    """A class's show_doc drawn as a class: nbdev draws it as a function (`def Claim(...)->None:`). Its signature is
+    what its constructor takes (a dataclass's fields); where nbdev reads none, the fields Python reads (a NamedTuple's),
+    or else what it derives from, as its `class` statement says (an exception's `RuntimeError`)."""
+    code = re.search(r"```python\n(?:def|class) \w+(.*?)\n```", md, re.S)
+    if code is None:
+        return md
+    unread = "(\n    *args, **kwargs\n)"
+    signature = re.sub(r"\)(?:->None)?:$", ")", code[1].rstrip())  # `->None:` is __init__'s, not the class's
+    if signature == unread:
+        try:
+            signature = fields(inspect.signature(cls))
+        except (TypeError, ValueError):  # no signature of its own
+            signature = ""
+    if signature in ("", unread):
+        bases = [b.__name__ if b.__module__ in ("builtins", cls.__module__) else f"{b.__module__}.{b.__qualname__}"
+                 for b in cls.__bases__ if b is not object]
+        signature = f"({', '.join(bases)})" if bases else ""
+    return md[:code.start()] + f"```python\nclass {cls.__name__}{signature}\n```" + md[code.end():]
+
+
+def fields(signature: inspect.Signature) -> str:
+    "A signature as nbdev writes one (`name:type=default`), a postponed annotation (a string, a ForwardRef) as written."
+    def written(p):
+        stars = "*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else ""
+        note = getattr(p.annotation, "__forward_arg__", p.annotation)
+        note = "" if note is p.empty else f":{note if isinstance(note, str) else inspect.formatannotation(note)}"
+        return stars + p.name + note + ("" if p.default is p.empty else f"={p.default!r}")
+    params = ", ".join(map(written, signature.parameters.values()))
+    return f"(\n    {params}\n)" if params else ""
+
+
+def defaults_as_written(obj, md: str) -> str:
+    """A default that holds a path of the machine the site was built on (`Path('/home/.../nbs/experiments')`) shown as
+    its source writes it (`EXPERIMENTS_DIR`): the reader's checkout is elsewhere."""
+    if str(ROOT) not in md:
+        return md
+    try:
+        node = ast.parse(textwrap.dedent(inspect.getsource(obj))).body[0]
+    except (OSError, TypeError, SyntaxError):
+        return md
+    if isinstance(node, ast.ClassDef):  # a class's parameters are its constructor's
+        node = next((n for n in node.body if getattr(n, "name", "") == "__init__"), None)
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return md
+    args = node.args
+    written = {a.arg: ast.unparse(d) for a, d in zip([*args.posonlyargs, *args.args][::-1], args.defaults[::-1])}
+    written |= {a.arg: ast.unparse(d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None}
+    machine = re.compile(rf"\b(\w+)(:[^=,\n]*)?=((?:\w+\()?['\"]{re.escape(str(ROOT))}[^'\"]*['\"]\)?)")
+    return machine.sub(lambda m: f"{m[1]}{m[2] or ''}={written.get(m[1], m[3])}", md)
 
 
 def documented(source: str, module) -> list[tuple[object, str, int]]:
@@ -137,8 +191,17 @@ def stage_experiment(src: Path, dst: Path):
         if cell.cell_type == "markdown":  # a link to an executed copy, from its source's folder, is a link to a page
             cell.source = re.sub(r"\]\((?:\.\./)*figures/notebooks/([\w-]+\.ipynb)\)", r"](\1)", cell.source)
         else:
-            cell.outputs = static_outputs(cell.outputs)
+            cell.source, cell.outputs = unstaged(cell), static_outputs(cell.outputs)
     nbformat.write(nb, dst)
+
+
+def unstaged(cell) -> str:
+    """A code cell's source, papermill's injected parameters with the folder the outputs are in: the runner executes
+    into a staging folder (`out_dir = "../../figures/.staging-01_extrapolation"`) that it empties into the stated
+    `../../figures` once the notebook succeeds, and the reader is never shown the runner's scaffolding."""
+    if "injected-parameters" not in cell.metadata.get("tags", []):
+        return cell.source
+    return STAGING.sub("", cell.source)
 
 
 def title_and_summary(path: Path) -> tuple[str, str]:
@@ -170,11 +233,40 @@ def sections(markdown: str, level: int) -> list[tuple[str, str]]:
     return parts + [(heading, "\n".join(lines).strip())]
 
 
-def site_links(markdown: str) -> str:
-    "The README's links to the executed notebooks and CSVs, pointed at their pages and copies on the site."
-    markdown = re.sub(r"\]\(figures/notebooks/?\)", "](experiments.md)", markdown)
-    markdown = re.sub(r"\]\(figures/notebooks/([\w-]+)\.ipynb\)", r"](experiments/\1.ipynb)", markdown)
-    return re.sub(r"\]\(figures/([\w-]+\.csv)\)", r"](data/\1)", markdown)
+# The markdown pages the site is built from, and where each lands on it: the README's set-up, the results in detail
+# (the home page), the speed page and the developer guide (both on the set-up page)
+README, RESULTS, SPEED, GUIDE = (ROOT / "README.md", ROOT / "figures" / "README.md", ROOT / "figures" / "SPEED.md",
+                                 ROOT / "nbs" / "DEVELOPING.md")
+ON_SITE = {"README.md": "setup.md", "figures/README.md": "index.md", "figures/SPEED.md": "setup.md#speed",
+           "nbs/DEVELOPING.md": "setup.md#developer-guide"}
+
+
+def site_link(target: str, folder: str = "") -> str:
+    """A link of a markdown page in `folder` (of the repository) pointed at its page or copy on the site: an executed
+    notebook at its page, a chapter at its page, a CSV at its copy, a figure at its image, a page where it lands
+    (`ON_SITE`). Any other link is left as it is."""
+    if re.match(r"[a-z][\w+.-]*:|#", target):
+        return target
+    path, _, fragment = target.partition("#")
+    try:
+        repo = (ROOT / folder / path).resolve().relative_to(ROOT).as_posix()
+    except ValueError:  # outside the repository
+        return target
+    patterns = [(r"figures/notebooks", "experiments.md"), (r"figures/notebooks/([\w-]+\.ipynb)", r"experiments/\1"),
+                (r"nbs/experiments/([\w-]+\.ipynb)", r"experiments/\1"), (r"nbs/(\d[\w-]*\.ipynb)", r"library/\1"),
+                (r"figures/([\w-]+\.csv)", r"data/\1"), (r"figures/([\w-]+\.png)", r"figures/\1")]
+    if repo in ON_SITE:
+        page = ON_SITE[repo]
+        return f"{page.split('#')[0]}#{fragment}" if fragment else page
+    for pattern, site in patterns:
+        if m := re.fullmatch(pattern, repo):
+            return m.expand(site) + (f"#{fragment}" if fragment else "")
+    return target
+
+
+def site_links(markdown: str, folder: str = "") -> str:
+    "A markdown page's links (the page in `folder` of the repository) pointed at their pages and copies on the site."
+    return re.sub(r"\]\(([^)\s]+)\)", lambda m: f"]({site_link(m[1], folder)})", markdown)
 
 
 def named_files(heading: str) -> list[str]:
@@ -205,15 +297,15 @@ def experiment_of(heading: str) -> Path:
     if executed := writer_of(names, EXPERIMENTS):
         return executed
     if source := writer_of(names, sources()):
-        raise RuntimeError(f"figures/notebooks/{source.name} is missing: the README's results section {heading!r} quotes "
-                           f"what {source.relative_to(ROOT)} writes. Run `posenc-reproduce --only {source.stem}` to execute "
-                           "it there, then rerun make docs")
-    raise ValueError(f"README results section {heading!r} names no file an experiment notebook writes: name its figure "
-                     "or CSV in the heading, in backticks")
+        raise RuntimeError(f"figures/notebooks/{source.name} is missing: figures/README.md's results section "
+                           f"{heading!r} quotes what {source.relative_to(ROOT)} writes. Run `posenc-reproduce --only "
+                           f"{source.stem}` to execute it there, then rerun make docs")
+    raise ValueError(f"figures/README.md's results section {heading!r} names no file an experiment notebook writes: name "
+                     "its figure or CSV in the heading, in backticks")
 
 
 def claim_section(heading: str, body: str) -> str:
-    "One results section of the README on the home page: its verdicts, figure and tables, linked to its experiment."
+    "One results section of figures/README.md on the home page: its verdicts, figure and tables, linked to its experiment."
     experiment = experiment_of(heading)
     name, _ = title_and_summary(experiment)
     data = [n for n in named_files(heading) if n.endswith(".csv") and (ROOT / "figures" / n).is_file()]
@@ -221,21 +313,38 @@ def claim_section(heading: str, body: str) -> str:
     if data:
         links += " · data: " + ", ".join(f"[{n}](data/{n})" for n in data)
     title = re.sub(r"\s*\(`.*$", "", heading)
-    return f"## {title}\n\n{links}\n\n{site_links(body)}\n"
+    return f"## {title}\n\n{links}\n\n{site_links(body, 'figures')}\n"
 
 
-def readme_pages(readme: str) -> dict[str, str]:
-    """The home page (the paper's claim, then the README's results, claim by claim, each linked to its experiment,
-    and the site's navigation) and the set-up page (the README's set-up, and the cpu profile with its budget)."""
+def nested(markdown: str) -> str:
+    "A page as a section of another: its headings (outside code blocks) one level down, `# Speed` as `## Speed`."
+    lines, fenced = [], False
+    for line in markdown.splitlines():
+        fenced ^= line.startswith("```")
+        lines.append("#" + line if not fenced and re.match(r"#+ ", line) else line)
+    return "\n".join(lines).strip()
+
+
+def readme_pages(readme: str, results: str | None = None, speed: str | None = None,
+                 guide: str | None = None) -> dict[str, str]:
+    """The home page (the paper's claim, then the claims table and the results of figures/README.md, claim by claim,
+    each linked to its experiment, and the site's navigation) and the set-up page (the README's set-up, the cpu profile
+    with its budget, the developer guide and the speed page). The pages not given are read from their files."""
+    results, speed, guide = (page.read_text(encoding="utf-8") if text is None else text
+                             for page, text in ((RESULTS, results), (SPEED, speed), (GUIDE, guide)))
     top = sections(readme, 2)
     title, intro = re.match(r"# (.+?)\n+(.*)", top[0][1], re.S).groups()
-    (_, recipe), *results = sections(next(b for h, b in top if h.startswith("Results")), 3)
-    claims = [claim_section(h, b) for h, b in results if not h.startswith("Budget")]
+    (_, about), *parts = sections(results, 2)
+    about = "\n\n".join(about.split("\n\n")[2:])  # less its title and its first paragraph, which points to the README
+    profile = [(h, b) for h, b in parts if h == "The cpu profile" or h.startswith("Budget")]
     home = [f"# {title}", intro, "What the cpu profile reproduces, claim by claim; the recipe and its budget are under "
-            "[Set-up and profiles](setup.md#the-cpu-profile).", *claims, NAVIGATION]
-    setup = ["# Set-up and profiles", *(f"## {h}\n\n{b}" for h, b in top[1:] if not h.startswith("Results")),
-             f"## The cpu profile\n\n{recipe}", *(f"### {h}\n\n{b}" for h, b in results if h.startswith("Budget"))]
-    return {"index.md": "\n\n".join(home), "setup.md": site_links("\n\n".join(setup))}
+            "[Set-up and profiles](setup.md#the-cpu-profile).", site_links(about, "figures")]
+    home += [claim_section(h, b) if named_files(h) else f"## {h}\n\n{site_links(b, 'figures')}"
+             for h, b in parts if (h, b) not in profile]
+    setup = ["# Set-up and profiles", *(site_links(f"## {h}\n\n{b}") for h, b in top[1:] if "<!-- generated:claims" not in b),
+             *(site_links(f"{'##' if h == 'The cpu profile' else '###'} {h}\n\n{b}", "figures") for h, b in profile),
+             site_links(nested(guide), "nbs"), site_links(nested(speed), "figures")]
+    return {"index.md": "\n\n".join([*home, NAVIGATION]), "setup.md": "\n\n".join(setup)}
 
 
 def figure(name: str) -> Path:
@@ -252,20 +361,22 @@ def stage(into: Path = STAGE):
     shutil.rmtree(into, ignore_errors=True)
     for folder in ("library", "experiments", "figures", "data"):
         (into / folder).mkdir(parents=True)
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for image in set(re.findall(r"\]\(figures/([\w-]+\.png)\)", readme)):
+    pages = readme_pages(README.read_text(encoding="utf-8"))  # the README and its pages, as the home and set-up pages
+    for image in set(re.findall(r"\]\(figures/([\w-]+\.png)\)", "\n".join(pages.values()))):
         shutil.copy2(figure(image), into / "figures" / image)
     for table in (ROOT / "figures").glob("*.csv"):
         shutil.copy2(table, into / "data" / table.name)
-    for name, text in readme_pages(readme).items():
+    for name, text in pages.items():
         (into / name).write_text(text, encoding="utf-8")
     for path in EXPERIMENTS:
         stage_experiment(path, into / "experiments" / path.name)
     for path in CHAPTERS:
         stage_chapter(path, into / "library" / path.name)
     (into / "experiments.md").write_text(index_page(
-        "Experiments", "One notebook per figure or table of the paper, in the paper's order, as `posenc-reproduce "
-        "--profile cpu` executed it: its figures, tables and verdicts.", "experiments", EXPERIMENTS), encoding="utf-8")
+        "Experiments", "The experiment notebooks as `posenc-reproduce --profile cpu` executed them, each with its "
+        "figures, tables and verdicts: first the positive arm, the check every claim is gated on; then the paper's "
+        "figures and tables, in the paper's order; then what goes beyond the paper (the encodings that came after it, "
+        "how NoPos counts, length generalisation on synthetic tasks).", "experiments", EXPERIMENTS), encoding="utf-8")
     (into / "library.md").write_text(index_page(
         "Library", "The chapters of `posenc_nb`, each one module, with its examples' committed outputs and the API of "
         "what it exports.", "library", CHAPTERS), encoding="utf-8")
@@ -274,7 +385,7 @@ def stage(into: Path = STAGE):
 def stale() -> bool:
     "Whether `_docs/` is missing or older than anything it is built from."
     built = OUT / "index.html"
-    sources = [ROOT / "README.md", *(p for p in SITE.iterdir() if p.is_file()), *CHAPTERS, *EXPERIMENTS,
+    sources = [README, RESULTS, SPEED, GUIDE, *(p for p in SITE.iterdir() if p.is_file()), *CHAPTERS, *EXPERIMENTS,
                *(ROOT / "figures").glob("*.csv"), *(ROOT / "figures").glob("*.png")]
     return not built.is_file() or max(p.stat().st_mtime for p in sources) > built.stat().st_mtime
 
