@@ -207,7 +207,7 @@ def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
         nbformat.v4.new_markdown_cell("# Attention explorer\n\n> Look at attention.\n\n- skip_exec: true\n- learned: a list item"),
         nbformat.v4.new_code_cell("# | hide\nfrom fastcore.test import test_eq"),
         nbformat.v4.new_code_cell("from fastcore.test import test_eq", metadata={"tags": ["hide"]}),
-        nbformat.v4.new_code_cell("# | export\ndef token_label(label): ...\n\nclass AttentionExplorer:\n    def redraw(self): ..."),
+        nbformat.v4.new_code_cell("# | export\ndef shuffle_order(text, seed=0): ...\n\nclass AttentionExplorer:\n    def redraw(self): ..."),
         nbformat.v4.new_code_cell("train(cfg)", outputs=[nbformat.v4.new_output(
             "display_data", data={build.WIDGET: {"model_id": "x"}, "text/plain": "run:   0%|          | 0/30"})]),
     ])
@@ -218,8 +218,8 @@ def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
     assert sources[0] == "# Attention explorer\n\n> Look at attention.\n\n- learned: a list item"
     assert not any("default_exp" in s or "# | " in s or "test_eq" in s for s in sources), sources
     exported, api = cells[1], cells[2]
-    assert exported.metadata.tags == ["hide-input"] and exported.source.startswith("def token_label")
-    assert "### token_label" in api.source and "visible space" in api.source and "#### AttentionExplorer.redraw" in api.source
+    assert exported.metadata.tags == ["hide-input"] and exported.source.startswith("def shuffle_order")
+    assert "### shuffle_order" in api.source and "reproducible from" in api.source and "#### AttentionExplorer.redraw" in api.source
     assert "[source]" not in api.source  # nbdev's link to a code host, which this project does not have
     assert cells[3].outputs == []  # a widget view without its state shows nothing a static page can render
 
