@@ -94,9 +94,9 @@ def nopos_context_check(gains, short: int, long: int) -> Check:
     if gains.size == 0:
         raise ValueError("nopos_context_check needs NoPos's context gain of at least one seed")
     spread = paired_halfwidth(gains)  # each seed's model scored twice, on the same targets
-    evidence = (f"over {gains.size} seed(s) NoPos's loss with {long} bytes of context is {gains.mean():+.3f} nats a byte below "
-                f"its loss with {short} ({', '.join(f'{g:+.3f}' for g in gains)}), {spread_verdict(gains.mean(), spread)}; "
-                "it must be above zero beyond it")
+    evidence = (f"what {long} bytes of context gain NoPos over {short} on the same targets (its loss with {short} minus with "
+                f"{long}), over {gains.size} seed(s): {gains.mean():+.3f} nats a byte ({', '.join(f'{g:+.3f}' for g in gains)}), "
+                f"{spread_verdict(gains.mean(), spread)}; it must be above zero beyond it")
     return Check(f"NoPos's positive arm (it predicts better from {long} bytes than from {short})",
                  bool(gains.mean() > 0 and gains.mean() > spread), evidence)
 
