@@ -267,12 +267,12 @@ def table_verdicts(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tok
     """What a one-seed table (encodings x settings) says beside the paper's: NoPos's positive arm on the `core` models,
     the seed scatter of NoPos's gap there, its gaps here, and either how the gap moves over the settings (`trend`: the
     settings' order in words) or a verdict per setting."""
-    seed_gaps, train_len = core_gap_seeds(core, eval_tokens, jobs), next(iter(core.configs().values())).seq_len
+    seed_gaps, shape = core_gap_seeds(core, eval_tokens, jobs), next(iter(core.configs().values()))
     check = nopos_check([run for (_, enc, _), run in core.runs(jobs).items() if enc == "nopos"])
     lines = [str(check) + ("" if check.passed else " So NoPos's gaps below measure how far it is from using its "
                            "context, not what a model without positions can reach."),
-             f"NoPos's gap in each core seed at L={train_len} (seeds {core.seeds}): " + ", ".join(f"{g:+.1%}" for g in seed_gaps),
-             gap_report({"ours": loss_unit(next(iter(core.configs().values())).vocab_size)}, ours=ours, paper=paper)]
+             f"NoPos's gap in each core seed at L={shape.seq_len} (seeds {core.seeds}): " + ", ".join(f"{g:+.1%}" for g in seed_gaps),
+             gap_report({"ours": loss_unit(shape.vocab_size)}, ours=ours, paper=paper)]
     if trend:
         lines += [f"ours (one seed): NoPos's gap, {trend}, {gap_trend(nopos_gap(ours), seed_gaps)}.",
                   f"paper (no spread reported): {gap_trend(nopos_gap(paper), reported=True)}."]

@@ -105,10 +105,10 @@ def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> 
     seed at `longest`, `ratios` to that over its perplexity at `length` (ALiBi, NoPos, sinusoidal at least)."""
     if missing := [e for e in BLOG_ORDER if e not in at_longest]:
         return untested("extrapolation", f"the blog's encoding(s) {missing} were not trained")
-    ahead = lambda a, b: seed_gap(_nats(at_longest[b]), _nats(at_longest[a]))  # b's loss over a's
-    pairs = [ahead(a, b) for a, b in zip(BLOG_ORDER, BLOG_ORDER[1:])]
-    same = all(p["real"] and p["gap"] > 0 for p in pairs)
-    alibi_first = all(ahead("alibi", e)["real"] and ahead("alibi", e)["gap"] > 0 for e in BLOG_ORDER[1:])
+    gap = lambda a, b: seed_gap(_nats(at_longest[b]), _nats(at_longest[a]))  # b's loss over a's
+    apart = lambda g: g["real"] and g["gap"] > 0  # b behind a beyond the spread
+    pairs = [gap(a, b) for a, b in zip(BLOG_ORDER, BLOG_ORDER[1:])]
+    same, alibi_first = all(map(apart, pairs)), all(apart(gap("alibi", e)) for e in BLOG_ORDER[1:])
     order = sorted(BLOG_ORDER, key=lambda e: _nats(at_longest[e]).mean())
     flat = np.mean(ratios["alibi"]) <= 1.1
     less = seed_gap(_nats(ratios["nopos"]), _nats(ratios["sinusoidal"]))
@@ -176,7 +176,8 @@ def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
     return Claim(**STATEMENTS["masked_lm"], status=status,
                  ours=f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}, {masked['gap']:+.3f} "
                       f"nats a byte ({masked['verdict']}); causal LM: {masked['gap'] - over_causal['gap']:+.3f} nats a "
-                      f"byte (masked - causal {over_causal['gap']:+.3f}, {over_causal['verdict']}); arms that use order: {', '.join(arms)}" + ("" if tables else " (none a table of positions)"))
+                      f"byte (masked - causal {over_causal['gap']:+.3f}, {over_causal['verdict']}); arms that use order: "
+                      f"{', '.join(arms)}" + ("" if tables else " (none a table of positions)"))
 
 # %% ../nbs/12f_rules.ipynb #99b534b9
 STATEMENTS["word_order"] = dict(
