@@ -11,14 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .checks import check_attention_layer, check_context_length, check_head, check_tokenizer
+from .batches import eval_windows
+from .checks import check_attention_layer, check_context_length, check_head, check_tokenizer, check_tokens
+from .evaluate import window_batches
 from .utils import frozen, model_device
 from .plots import add_caption, new_figure, style_axes
 
 # %% auto #0
 __all__ = ['VISIBLE_WHITESPACE', 'TICK_POINTS', 'as_words', 'readable_token', 'encode_words', 'AttentionMap', 'all_attention',
            'attention_maps', 'attention_colorbar', 'plot_attention', 'plot_attention_grid', 'shuffle_words',
-           'token_order', 'permutation_gap']
+           'token_order', 'permutation_gap', 'first_key_attention']
 
 # %% ../nbs/11_attention.ipynb #2d17da2d
 def as_words(text) -> list[str]:
@@ -162,3 +164,19 @@ def permutation_gap(model, tokenizer, text, order, shared_keys: bool = False) ->
     if shared_keys and model.config.causal:  # a bidirectional query sees every key in both orders
         got, expected = _over_shared_keys(got, perm), _over_shared_keys(expected, perm)
     return (got - expected).abs().max().item()
+
+# %% ../nbs/11_attention.ipynb #f1a5e0c2
+def first_key_attention(model, tokens, length: int, layer: int = 1, max_tokens: int | None = None,
+                        batch_size: int = 8) -> float:
+    """Mean probability that block `layer` (1..n_layer) gives key 0, over heads, full `length`-token windows of `tokens`
+    and every query but key 0's own: the window's first token, or the model's start token."""
+    layer, length, tokens = check_attention_layer(model, layer), check_context_length(model, length), check_tokens(model, tokens)
+    total, count = 0.0, 0
+    full = ((ids, s) for ids, s in eval_windows(tokens, length, max_tokens=max_tokens) if s == 0 and len(ids) == length + 1)
+    with frozen(model):
+        for ids, _ in window_batches(full, batch_size):
+            to_first = model(ids[:, :-1].to(model_device(model)), output_attentions=True).attentions[layer - 1][:, :, 1:, 0]
+            total, count = total + to_first.double().sum().item(), count + to_first.numel()
+    if not count:
+        raise ValueError(f"no full {length}-token window in {len(tokens)} tokens (max_tokens={max_tokens}): give more tokens")
+    return total / count

@@ -31,8 +31,8 @@ def check_tokens(model, tokens, what: str = "tokens") -> np.ndarray:
 
 # %% ../nbs/08a_checks.ipynb #9aba69a5
 def context_limit(model) -> int | None:
-    "The longest context the model can run at all: `max_len` if its encoding has a `length_limit`, else None (unbounded)."
-    return model.pos.max_len if model.pos.length_limit else None
+    "The longest input the model can run at all: `max_len` if its encoding has a `length_limit`, else None (unbounded)."
+    return model.config.max_len if model.pos.length_limit else None  # a start token takes a position of its own
 
 
 def check_context_length(model, context_length: int) -> int:

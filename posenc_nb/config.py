@@ -19,7 +19,7 @@ import yaml
 from .encodings import encoding_problem
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
-from .special_tokens import MIN_VOCAB_SIZE
+from .special_tokens import EOS_ID, MIN_VOCAB_SIZE
 from .tasks import TASK_VOCAB_SIZE, task_problem, task_width
 from .utils import (choice_problem, closest, each_entry, explained, fraction_problem, non_negative_problem, or_null,
                              positive_int_problem, seed_problem)
@@ -173,6 +173,8 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
     (("tokenizer", "task"), lambda k, t: None if t is None or k is None else
      f"{k} would not be used: task {t!r} has a vocabulary of its own (posenc_nb.tasks.VOCAB); leave tokenizer unset "
      "with a task"),
+    (("start_token", "objective", "task", "tokenizer"), lambda s, o, t, k: None if not s or (o, t, k) == ("clm", None, None)
+     else "needs a causal LM on a corpus with the tokenizer trained here (its end-of-text id); set start_token=false"),
     (("batch_size", "grad_accum"), _split_problem),
     (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
      f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),
@@ -207,6 +209,7 @@ class _TrainKeys(Checked):
     pos_options: dict | None = None  # the encoding's own settings (e.g. {"base": 10000.0}); None: its defaults
     objective: str = "clm"  # "clm" (causal LM) or "mlm" (masked LM, bidirectional attention)
     mask_prob: float = 0.15  # mlm: share of positions predicted
+    start_token: bool = False  # every window, in training and scoring, begins with the end-of-text token (`ModelConfig`)
     seq_len: int = 128
     batch_size: int = 32  # sequences per optimizer step, summed over processes and accumulation steps
     grad_accum: int = 1  # each process splits its share of the batch into this many micro-batches
@@ -252,7 +255,8 @@ class TrainConfig(_TrainKeys):
         shape = {k: getattr(self, k) for k in ("n_layer", "n_head", "d_model") if getattr(self, k) is not None}
         return ModelConfig.from_preset(self.model, vocab_size=self.vocab_size, pos_encoding=self.pos_encoding,
                                        max_len=self.max_len or self.seq_len, causal=self.objective == "clm",
-                                       dropout=self.dropout, pos_options=dict(self.pos_options or {}), **shape)
+                                       dropout=self.dropout, pos_options=dict(self.pos_options or {}),
+                                       start_token=EOS_ID if self.start_token else None, **shape)
 
     @property
     def source(self) -> str:
@@ -309,6 +313,6 @@ def load_config(path: str | Path | None = None, **overrides) -> TrainConfig:
 
 
 def config_hash(cfg: TrainConfig) -> str:
-    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer`, `task` when set)."
-    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer", "task") and not v)}
+    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer`, `task`, `start_token` when set)."
+    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer", "task", "start_token") and not v)}
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:10]

@@ -30,8 +30,9 @@ from .utils import atomic_write, positive_int
 
 # %% auto #0
 __all__ = ['POSITIVE_ARM_FILE', 'save_table', 'table_runs', 'perplexity_grid', 'plot_grouped_bars', 'plot_seed_bars',
-           'save_training_curves', 'measure_positive_arm', 'positive_arm', 'core_positive_arm', 'nopos_context_gain',
-           'nopos_check', 'core_nopos_check', 'core_gap_seeds', 'table_verdicts']
+           'save_training_curves', 'last_layer_probe', 'measure_positive_arm', 'positive_arm', 'kept_probe',
+           'core_positive_arm', 'nopos_context_gain', 'nopos_check', 'core_nopos_check', 'core_gap_seeds',
+           'table_verdicts']
 
 # %% ../nbs/13_experiments.ipynb #1e5cfdef
 def save_table(df: pd.DataFrame, path, columns) -> Path:
@@ -150,14 +151,26 @@ def save_training_curves(runs, path, profile: str) -> list[Path]:
     add_caption(fig, caption(profile, corpora, tokens, [r.config.seed for r in runs], unit=runs_unit(runs), **same))
     return savefig(fig, path)
 
+# %% ../nbs/13_experiments.ipynb #b7d1c0c1
+def last_layer_probe(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1) -> dict:
+    """An MLP probe's argmax error on `run`'s last layer (`probe_mad`, the paper's score; `probe_median_mad` the posterior
+    median's) beside the middle guess's, trained on `probe_sequences` windows or as many as a small corpus holds."""
+    cfg = run.config
+    tokens, train, length = validation_baseline(cfg)[0], tokens_of(cfg, "train"), cfg.seq_len
+    held = lambda split: len(split) // length  # a small corpus lends the probe the windows it holds, no more
+    n_select = min(256, held(train) // 4)
+    probe = probe_layers(run.model, train, tokens, length, layers=[cfg.model_config().n_layer], kinds=["mlp"],
+                         n_train=min(probe_sequences, held(train) - n_select), n_select=n_select,
+                         n_eval=min(256, held(tokens)), epochs=probe_epochs, seed=cfg.seed).iloc[0]
+    return dict(probe_layer=int(probe.layer), probe_mad=float(probe.mad), probe_median_mad=float(probe.median_mad),
+                middle_mad=float(probe.middle_mad))
+
 # %% ../nbs/13_experiments.ipynb #b7d1c0a2
 def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1, permutations: int = 3,
                          max_tokens: int | None = 120_000) -> dict:
     """The positive arm's two measurements on `run`, a model with a table of positions: its loss at the training length
     (nats a token) on the first `max_tokens` validation tokens, intact and under each of `permutations` random orders of
-    the table's rows (`permutation_costs`: the rise); and an MLP probe's argmax error on its last layer (`probe_mad`, the
-    paper's score; `probe_median_mad` the posterior median's), beside the middle guess's, trained on `probe_sequences`
-    windows or as many as a small corpus holds."""
+    the table's rows (`permutation_costs`: the rise); and `last_layer_probe`."""
     cfg, model = run.config, run.model  # held: one load for every scoring
     tokens, length = validation_baseline(cfg)[0], cfg.seq_len
 
@@ -170,15 +183,8 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
         with permuted_positions(model, seed):  # a model without a table fails here, before anything is scored
             permuted.append(loss()[0])
     intact, scored = loss()
-    train = tokens_of(cfg, "train")
-    held = lambda split: len(split) // length  # a small corpus lends the probe the windows it holds, no more
-    n_select = min(256, held(train) // 4)
-    probe = probe_layers(model, train, tokens, length, layers=[cfg.model_config().n_layer], kinds=["mlp"],
-                         n_train=min(probe_sequences, held(train) - n_select), n_select=n_select,
-                         n_eval=min(256, held(tokens)), epochs=probe_epochs, seed=cfg.seed).iloc[0]
     return dict(seq_len=length, tokens_scored=scored, loss_intact=intact, loss_permuted=permuted,
-                permutation_costs=[p - intact for p in permuted], probe_layer=int(probe.layer),
-                probe_mad=float(probe.mad), probe_median_mad=float(probe.median_mad), middle_mad=float(probe.middle_mad))
+                permutation_costs=[p - intact for p in permuted], **last_layer_probe(run, probe_sequences, probe_epochs))
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a6
 POSITIVE_ARM_FILE = "positive_arm.json"  # in a run's folder: its positive-arm measurements, each under what it depends on
@@ -219,6 +225,14 @@ def positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1, p
     settings = dict(probe_sequences=probe_sequences, probe_epochs=probe_epochs, permutations=permutations, max_tokens=max_tokens)
     rule = asdict(ProbeTraining(epochs=probe_epochs))  # a measurement under another rule is not this one
     return _kept(run, dict(settings, probe_training=rule), lambda: measure_positive_arm(run, **settings))
+
+# %% ../nbs/13_experiments.ipynb #b7d1c0b2
+def kept_probe(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1) -> dict:
+    "`last_layer_probe` of `run`, made once and kept in its folder (`_kept`) under the probe's training rule."
+    settings = dict(probe_sequences=probe_sequences, probe_epochs=probe_epochs, max_tokens=None)
+    rule = asdict(ProbeTraining(epochs=probe_epochs))
+    return _kept(run, dict(settings, probe_training=rule, probe="last layer"),
+                 lambda: last_layer_probe(run, probe_sequences, probe_epochs))
 
 # %% ../nbs/13_experiments.ipynb #b7d1c0a9
 def core_positive_arm(train_settings: dict, corpus: str, seed: int, jobs: int = 1, probe_sequences: int = 2048,

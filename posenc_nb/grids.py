@@ -20,8 +20,8 @@ from .workers import train_runs
 
 # %% auto #0
 __all__ = ['Grid', 'run_config', 'model_parameters', 'model_size_variants', 'core_grid', 'masked_grid', 'nopos_twins',
-           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'task_grid', 'shared_runs',
-           'experiment_grids']
+           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'task_grid', 'start_token_grid',
+           'budget_steps_of', 'budget_grid', 'shared_runs', 'start_and_budget_grids', 'experiment_grids']
 
 # %% ../nbs/12d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -130,6 +130,25 @@ def task_grid(task_settings: dict, tasks, encodings, seeds) -> Grid:
     "The synthetic-task models (`posenc_nb.tasks`): a variant per task, each of `task_settings` with its `task`."
     return Grid(task_settings, {task: dict(task=task) for task in tasks}, list(encodings), list(seeds))
 
+# %% ../nbs/12d_grids.ipynb #d2b1c0a2
+def start_token_grid(train_settings: dict, corpus: str, encodings, seeds) -> Grid:
+    "The core recipe with every window begun by the start token (`TrainConfig.start_token`), in training and in scoring."
+    return Grid(train_settings, {"start token": dict(corpus=corpus, start_token=True)}, list(encodings), list(seeds))
+
+
+def budget_steps_of(train_settings: dict, budget_steps=None) -> list[int]:
+    "The budgets of the gap against the budget, the core's last: `budget_steps`, or an eighth, a quarter and half the core's."
+    core = TrainConfig.from_dict(train_settings).max_steps
+    smaller = budget_steps or [core // 8, core // 4, core // 2]
+    return sorted({n for n in smaller if 0 < n < core}) + [core]
+
+
+def budget_grid(train_settings: dict, corpus: str, steps, encodings, seeds, start_token: bool = False) -> Grid:
+    """A variant per number of `steps`, each of the core recipe with its schedule fitted to its steps (warm-up kept); the
+    core's own steps are the core runs (with `start_token`, the start-token arm's)."""
+    arm = dict(corpus=corpus, start_token=True) if start_token else dict(corpus=corpus)
+    return Grid(train_settings, {f"{n} steps": dict(arm, max_steps=n) for n in steps}, list(encodings), list(seeds))
+
 # %% ../nbs/12d_grids.ipynb #0597cca7
 def shared_runs(runs: dict, grid: Grid) -> list:
     "The keys of `runs` whose run is one of `grid`'s (the same config, so the same folder): the runs a table reuses."
@@ -137,6 +156,16 @@ def shared_runs(runs: dict, grid: Grid) -> list:
     return [key for key, run in runs.items() if run.name in names]
 
 # %% ../nbs/12d_grids.ipynb #a91e8cc5
+def start_and_budget_grids(p: dict) -> list[Grid]:
+    """The start-token notebook's: the core and the start-token arm (`start_token_encodings`, every seed), then NoPos and
+    learned, and NoPos with the start token, at each budget (the first seed)."""
+    ts, corpus, seeds, encodings = p["train_settings"], p["corpus"], p["seeds"], p["start_token_encodings"]
+    steps = budget_steps_of(ts, p["budget_steps"])
+    return [core_grid(ts, corpus, encodings, seeds), start_token_grid(ts, corpus, encodings, seeds),
+            budget_grid(ts, corpus, steps, ["nopos", "learned"], seeds[:1]),
+            budget_grid(ts, corpus, steps, ["nopos"], seeds[:1], start_token=True)]
+
+
 def experiment_grids(p: dict) -> dict[str, list[Grid]]:
     "`{notebook: [grid, ...]}`: the grids each experiment notebook trains under the parameters `p`."
     ts, corpus, seeds, te, tseeds = p["train_settings"], p["corpus"], p["seeds"], p["table_encodings"], p["table_seeds"]
@@ -156,4 +185,5 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
         "09_beyond_the_paper": [beyond_grid(ts, corpus, p["beyond_encodings"], tseeds), core_grid(ts, corpus, ["nopos", "alibi"], seeds)],
         "10_how_nopos_counts": twins,
         "11_length_generalisation": [task_grid(p["task_settings"], p["tasks"], p["task_encodings"], seeds)],
+        "12_start_token_and_budget": start_and_budget_grids(p),
     }

@@ -59,6 +59,9 @@ def check_mappable(config: ModelConfig) -> ModelConfig:
     if name not in MAPPED:
         raise ValueError(f"{name} cannot be opened in TransformerLens: "
                          f"{REFUSED.get(name, 'the converter does not know this encoding')}; {can}")
+    if config.start_token is not None:
+        raise ValueError("a model with a start_token cannot be opened in TransformerLens: it puts the token before every "
+                         "input inside its forward pass, and the bridge's blocks take the inputs as given")
     scaling, base = config.pos_options.get("scaling", "none"), config.pos_options.get("base", 0.0)
     if scaling not in ROPE_SCALING_TYPES:
         raise ValueError(f"RoPE with scaling={scaling!r} cannot be opened in TransformerLens: its rotary embeddings "

@@ -37,13 +37,16 @@ class ModelConfig:
     causal: bool = True  # False: bidirectional attention, for the masked-LM control
     dropout: float = 0.0
     pos_options: dict = field(default_factory=dict)  # the encoding's own settings, e.g. {"base": 500000.0} for RoPE; {}: defaults
+    start_token: int | None = None  # an id the model puts before every input (a causal model can count from it); None: none
 
     def __post_init__(self):
         "Raise ValueError naming the first field that is wrong, and what it must be."
         rules = {**dict.fromkeys(["vocab_size", "n_layer", "n_head", "d_model", "max_len"], positive_int_problem),
                  "pos_encoding": encoding_problem, "dropout": fraction_problem,
                  "causal": lambda v: None if isinstance(v, bool) else f"must be True or False, got {v!r}",
-                 "pos_options": lambda v: None if isinstance(v, dict) else f"must map option names to values, got {v!r}"}
+                 "pos_options": lambda v: None if isinstance(v, dict) else f"must map option names to values, got {v!r}",
+                 "start_token": lambda v: None if v is None or (type(v) is int and 0 <= v < self.vocab_size) else
+                 f"must be None or a token id in [0, vocab_size={self.vocab_size}), got {v!r}"}
         for name, rule in rules.items():
             check_value(f"ModelConfig.{name}", rule(getattr(self, name)))
         if self.d_model % self.n_head:
@@ -54,6 +57,11 @@ class ModelConfig:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_head
+
+    @property
+    def positions(self) -> int:
+        "The positions the encoding is built for: `max_len` inputs, and the start token's."
+        return self.max_len + (self.start_token is not None)
 
     @classmethod
     def from_preset(cls, name: str, **overrides) -> ModelConfig:
@@ -199,7 +207,7 @@ class LMOutput:
 
     logits: torch.Tensor  # (B, T, vocab_size)
     hidden_states: tuple[torch.Tensor, ...] | None = None  # n_layer + 1 of (B, T, d_model): embedding output, then each block's
-    attentions: tuple[torch.Tensor, ...] | None = None  # n_layer of (B, n_head, T, T) attention probabilities
+    attentions: tuple[torch.Tensor, ...] | None = None  # n_layer of (B, n_head, T, T) probabilities (T + 1: a start token first)
 
 # %% ../nbs/01_model.ipynb #00b7eacf
 MODEL_VERSION = 3  # what a checkpoint's weights mean: 3 fairseq's sinusoidal table, KERPLE's softplus rates; 2 token embeddings scaled by sqrt(d_model); 1 unscaled
@@ -213,6 +221,14 @@ def _init_linear(module: nn.Module):
             nn.init.zeros_(module.bias)
 
 
+def _init_weights(model: nn.Module):
+    "GPT-2's initialisation of `model`'s embedding and blocks (the encoding initialises its own parameters)."
+    nn.init.normal_(model.tok_emb.weight, std=model.config.d_model**-0.5)  # scaled by sqrt(d_model): rows of size 1 per entry
+    model.blocks.apply(_init_linear)
+    for block in model.blocks:  # residual projections: keep the stream's variance independent of depth
+        for proj in (block.attn.proj, block.mlp.proj):
+            nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * model.config.n_layer))
+
 # %% ../nbs/01_model.ipynb #1b3d5f7a
 class TransformerLM(nn.Module):
     "A decoder-only transformer language model with a pluggable positional encoding."
@@ -221,27 +237,26 @@ class TransformerLM(nn.Module):
         super().__init__()
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos = get_encoding(cfg.pos_encoding, cfg.d_model, cfg.n_head, cfg.max_len, **cfg.pos_options)
+        self.pos = get_encoding(cfg.pos_encoding, cfg.d_model, cfg.n_head, cfg.positions, **cfg.pos_options)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.tok_emb.weight  # tied input and output embeddings
         self.embed_scale = math.sqrt(cfg.d_model)
-        nn.init.normal_(self.tok_emb.weight, std=cfg.d_model**-0.5)  # scaled by sqrt(d_model): rows of size 1 per entry
-        self.blocks.apply(_init_linear)  # the encoding initialises its own parameters
-        for block in self.blocks:  # residual projections: keep the stream's variance independent of depth
-            for proj in (block.attn.proj, block.mlp.proj):
-                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        _init_weights(self)
 
     def num_params(self) -> int:
         "Number of parameters, the tied embedding counted once."
         return sum(p.numel() for p in self.parameters())
 
     def forward(self, idx: torch.Tensor, output_hidden_states: bool = False, output_attentions: bool = False) -> LMOutput:
-        "Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request."
+        """Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request. With a `start_token`
+        the model runs on it and `idx` (T + 1 positions): logits and hidden states are `idx`'s, the maps keep it first."""
         if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
+        if (start := self.config.start_token) is not None:  # a position of its own, before every input
+            idx = torch.cat([idx.new_full((len(idx), 1), start), idx], dim=1)
         try:
             embedded = self.tok_emb(idx)
         except IndexError:  # an id outside the vocabulary: named, at no cost to inputs whose ids fit
@@ -254,7 +269,9 @@ class TransformerLM(nn.Module):
             x, probs = block(x, self.pos, bias, output_attentions)
             hidden_states.append(x)
             attentions.append(probs)
-        return LMOutput(logits=self.lm_head(self.ln_f(x)), hidden_states=tuple(hidden_states) if output_hidden_states else None,
+        inputs = slice(start is not None, None)  # the start token's own prediction is neither trained nor scored
+        return LMOutput(logits=self.lm_head(self.ln_f(x[:, inputs])),
+                        hidden_states=tuple(h[:, inputs] for h in hidden_states) if output_hidden_states else None,
                         attentions=tuple(attentions) if output_attentions else None)
 
 # %% ../nbs/01_model.ipynb #ed72a785
@@ -284,7 +301,7 @@ def encoding_options(model: TransformerLM, **options):
     "Within the block, `model`'s encoding is rebuilt with `options` over its own (its weights kept); restored afterwards."
     pos, config = model.pos, model.config
     scaled_config = replace(config, pos_options={**config.pos_options, **options})  # checks the options
-    scaled = get_encoding(config.pos_encoding, config.d_model, config.n_head, config.max_len, **scaled_config.pos_options)
+    scaled = get_encoding(config.pos_encoding, config.d_model, config.n_head, config.positions, **scaled_config.pos_options)
     scaled.load_state_dict(pos.state_dict())
     model.pos, model.config = scaled.to(model.tok_emb.weight.device).train(pos.training), scaled_config
     try:

@@ -25,16 +25,16 @@ _COMMON = dict(
     encodings=["learned", "sinusoidal", "rope", "alibi", "nopos"],  # the five models of the extrapolation figure
     table_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # the paper's four, for Tables 1-3 and Fig. 2
     mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
+    start_token_encodings=["nopos", "learned"],  # trained again with a start token at the head of every window (12)
+    budget_steps=None,  # the smaller budgets of the gap against the budget (12); None: an eighth, a quarter, half the core's
     online_corpora=["wikitext-103"],  # Table 1 rows that need the network; skipped with a note when offline
     corpora_settings={},  # TrainConfig fields Table 1 changes for its corpora other than `corpus` (none: the core recipe)
-    sentence="The cat sat on the mat",
-    shuffled_sentence="The mat cat on sat the",
+    sentence="The cat sat on the mat", shuffled_sentence="The mat cat on sat the",
     beyond_encodings=None,  # the beyond-the-paper notebook: None is every registered encoding
     rope_scalings=["pi", "ntk", "yarn"],  # RoPE rescaled at evaluation: position interpolation, NTK-aware, YaRN
     attention_scales=[1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6],  # NoPos and ALiBi attention logits scaled at evaluation
     attention_scale_tokens=None,  # validation bytes the attention-scale sweep scores (None: the whole split)
-    train_jobs=1,  # models a notebook trains (and scores, and probes) side by side, each in a one-thread process
-    # (None: one a usable core, memory allowing; a GPU profile trains one at a time)
+    train_jobs=1,  # models trained (scored, probed) side by side, one thread each (None: one a usable core, memory allowing)
     eval_tokens=None,  # the whole validation split
     context_use_tokens=None,  # targets scored with a short and a long context (None: the whole validation split)
     table_seeds=[0],  # Tables 1-3 and the encodings beyond the paper: one seed, labelled as such
@@ -75,6 +75,7 @@ PROFILES["smoke"] = dict(
     attention_scale_tokens=512,
     position_segments=4,
     mlm_settings={},
+    budget_steps=[1, 2],  # with the core's 4: three budgets, so that the fit runs
     task_settings=dict(TRAIN_PRESETS["smoke"], vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN),
     tasks=["repeat", "copy"],  # the counting link's task and one more
     task_encodings=["nopos", "alibi"],
@@ -87,11 +88,9 @@ PROFILES["cpu"] = dict(
     _COMMON,
     # The core five on raw UTF-8 bytes (a 259-entry vocabulary: the 256 bytes and the specials, no merges), 4 layers of
     # width 128 (the probe needs layers to follow), 16 x 128 bytes a step. On a 2,048-entry BPE, 400 steps left the models
-    # order-blind (README). max_steps 6,000 (12.3M bytes, about 15 a parameter), fixed before the run from seed-0
-    # measurements on this recipe: at 2,000 steps NoPos predicted worse from its whole 128 bytes than from 32 (its own
-    # positive arm failed: -0.077 nats a byte over three seeds), and three times the bytes took its gap to the learned
-    # model from 0.28 to 0.18 nats a byte. The learned model's positive arm passed already at 2,000 (permuting its
-    # position table cost 1.17 to 1.22 nats a byte; a probe on its last layer placed a byte within 2.6 positions).
+    # order-blind (README). max_steps 6,000 (12.3M bytes, about 15 a parameter), fixed before the run: at 2,000 NoPos did
+    # worse from its whole 128 bytes than from 32 (its positive arm failed, -0.077 nats a byte over three seeds), and three
+    # times the bytes took its gap to learned positions from 0.28 to 0.18 (seed 0); the learned model's arm passed at 2,000.
     # bfloat16: twice float32's step, and within its seed spread for all five (14c_step_speed: `precision_check`)
     train_settings=dict(model="cpu-core", vocab_size=259, seq_len=128, batch_size=16, lr=3e-3, min_lr=2e-4,
                         warmup_steps=40, max_steps=6000, dtype="bfloat16", eval_interval=250, eval_batches=8,
@@ -116,8 +115,7 @@ PROFILES["cpu"] = dict(
     eval_tokens=65_536,
     probe_sequences=2048,  # fresh training windows
     probe_epochs=1,  # passes at least; a probe then trains until its selection loss settles (ProbeTraining)
-    # The same 16,384 targets scored with the whole context and with 8, 16, 32 and 64 bytes: (128 + 64 + 32 + 16 + 8) / 4 =
-    # 62 bytes of forward pass a target (a fourth of the windows' targets scored each), about a minute a model.
+    # 16,384 targets scored with the whole context and with 8 to 64 bytes: 62 bytes of forward pass a target, a minute a model
     context_use_tokens=16_384,
     attention_scale_tokens=16_384,  # NoPos and ALiBi, 3 seeds, 3 lengths, 8 scales: 144 scorings
     # 2,000 steps, one recipe for the four masked LMs, whatever the causal budget: the claim needs a masked table of
@@ -126,6 +124,7 @@ PROFILES["cpu"] = dict(
     # learned one stayed order-blind at 2,500). 07_mlm_control trains seed 0 of every arm first, the other seeds only
     # of the arms whose order-use test costs them at least ORDER_USE.
     mlm_settings=dict(max_steps=2000, warmup_steps=40),
+    budget_steps=[1000, 2000, 4000],  # the gap against the budget: a sixth, a third, two thirds of the core's steps
     train_jobs=None,  # one model a usable core (memory allowing), one thread each: 2 on the 2-core machines
 )
 
@@ -236,6 +235,8 @@ _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     *(((k,), each_entry(seed_problem)) for k in ("seeds", "table_seeds")),
     *(((k,), each_entry(encoding_problem)) for k in ("encodings", "table_encodings", "mlm_encodings")),
     *(((k,), _compares_nopos) for k in ("table_encodings", "mlm_encodings")),
+    (("start_token_encodings",), lambda encodings: each_entry(encoding_problem)(encodings) or (
+        None if {"nopos", "learned"} <= set(encodings) else f"{encodings} must hold 'nopos' and 'learned': the gap it narrows")),
     (("beyond_encodings",), or_null(each_entry(encoding_problem), "every registered encoding")),
     (("tasks",), each_entry(task_problem)),
     (("task_encodings",), lambda encodings: each_entry(_task_encoding_problem)(encodings) or _compares_nopos(encodings)),
@@ -282,6 +283,9 @@ _TOGETHER = [  # (the parameters a rule reads, the problem it finds in their val
     (("task_settings", "tasks"), lambda settings, tasks: next(filter(None, (_config_problem({**settings, "task": task})
                                                                              for task in tasks)), None)),
     (("eval_lengths", "train_settings"), _eval_lengths_problem),
+    (("budget_steps", "train_settings"), lambda steps, base: None if steps is None else each_entry(positive_int_problem)(steps) or
+     next(filter(None, (_config_problem({**base, "max_steps": n}) for n in steps)), None) or (
+         None if max(steps) < TrainConfig.from_dict(base).max_steps else f"{steps} must stay below the core's max_steps")),
     (("train_lengths", "train_settings"), _train_lengths_problem),
     (("shuffled_sentence", "sentence"), lambda shuffled, sentence: None if sorted(shuffled.split()) == sorted(sentence.split())
      else f"{shuffled!r} is not a shuffle of the words of {sentence!r}"),
@@ -306,6 +310,8 @@ class ExperimentParameters(Checked):
     encodings: list[str]  # the extrapolation figure's
     table_encodings: list[str]
     mlm_encodings: list[str]
+    start_token_encodings: list[str]  # trained again with a start token (12)
+    budget_steps: list[int] | None  # the budgets below the core's (12; None: an eighth, a quarter, half)
     beyond_encodings: list[str] | None
     rope_scalings: list[str]
     train_lengths: list[int]  # Table 3's

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -21,10 +22,11 @@ from .seeds import format_mean_std, seed_summary
 from .utils import REPO_ROOT, atomic_write
 
 # %% auto #0
-__all__ = ['PAPER_TABLES', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'README', 'README_PAGES', 'PAGE_MARK', 'markdown_table', 'label',
-           'StaleTable', 'read_table', 'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table',
-           'probe_table', 'mlm_table', 'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table',
-           'attention_scale_table', 'counting_table', 'length_generalisation_table', 'notebook_verdicts', 'render',
+__all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'README', 'README_PAGES', 'PAGE_MARK',
+           'markdown_table', 'label', 'StaleTable', 'read_table', 'budget_table', 'extrapolation_table',
+           'context_use_table', 'settings_table', 'probe_table', 'mlm_table', 'order_use_table', 'word_order_table',
+           'loss_by_position_table', 'beyond_table', 'attention_scale_table', 'counting_table',
+           'length_generalisation_table', 'start_token_table', 'gap_budget_table', 'notebook_verdicts', 'render',
            'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
 
 # %% ../nbs/14b_report.ipynb #d4bd15b4
@@ -208,6 +210,53 @@ def length_generalisation_table(figures: Path) -> str:
                          index=[f"{task}: {name}" for task, name in zip(df.task, df.label)])
     return markdown_table(table)
 
+# %% ../nbs/14b_report.ipynb #62364594
+START_ARMS = {"core": "no start token", "start token": "start token"}  # an arm of start_token_budget.csv -> its column
+
+
+def start_token_table(figures: Path) -> str:
+    """Loss at the core budget (the most steps), nats a byte, mean ± std over seeds, per encoding without and with a start
+    token at the head of every window; last, NoPos's loss minus the learned model's, seed by seed, in each arm."""
+    scores = read_table(figures, "start_token_budget.csv", ["arm", "steps", "encoding", "seed", "loss"])
+    core = scores[scores.steps == scores.steps.max()]
+    table = _mean_std(core, ["encoding", "arm"], "loss", 3).pivot(index="encoding", columns="arm", values="text")
+    table = table.loc[list(dict.fromkeys(core.encoding))].rename(index=label)
+    by_seed = core.pivot_table(index=["arm", "seed"], columns="encoding", values="loss")
+    gap = (by_seed["nopos"] - by_seed["learned"]).rename("gap").reset_index()
+    table.loc["NoPos minus learned"] = _mean_std(gap, ["arm"], "gap", 3).set_index("arm").text
+    return markdown_table(table.reindex(columns=list(START_ARMS)).fillna("n/a").rename(columns=START_ARMS))
+
+# %% ../nbs/14b_report.ipynb #24d767b2
+GAP_ARMS = {"core": "windows anywhere", "start token": "start token"}  # an arm of gap_budget.csv -> its column
+
+
+def _short_bytes(n: float) -> str:
+    "A number of bytes in three figures: 2.05M, 512k, 256."
+    size, unit = next(((s, u) for s, u in ((1e9, "G"), (1e6, "M"), (1e3, "k")) if n >= s), (1, ""))
+    return f"{n / size:.3g}{unit}"
+
+
+def _reach(*bytes_: float) -> str:
+    "The bytes at which a power law reaches a gap, then the nearest and farthest within its slope's interval; inf: never."
+    return "{} ({} to {})".format(*("never" if math.isinf(b) else f"{b:.2g}" for b in bytes_))
+
+
+def gap_budget_table(figures: Path) -> str:
+    """NoPos's loss minus the learned model's (nats a byte, the first seed) per budget and arm; below, each arm's power
+    law in training bytes (or why there is none) and the bytes at which its line reaches each of the paper's gaps."""
+    gaps = read_table(figures, "gap_budget.csv", ["arm", "steps", "train_bytes", "gap"])
+    fits = read_table(figures, "gap_budget_fit.csv", ["arm", "problem"])
+    bytes_at = gaps.groupby("steps").train_bytes.first()
+    table = (gaps.pivot(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
+             .map(lambda g: "n/a" if pd.isna(g) else f"{g:.3f}")
+             .rename(index=lambda steps: f"{steps} steps ({_short_bytes(bytes_at[steps])} bytes)"))
+    for arm, part in fits.groupby("arm"):
+        problem, top = part.problem.fillna("").iloc[0], part.iloc[0]
+        table.loc["power law slope", arm] = problem or f"{top.slope:+.2f} ± {top.slope_halfwidth:.2f}"
+        for r in [] if problem else part.itertuples():
+            table.loc[f"bytes to reach {r.target} ({r.target_gap:.4f})", arm] = _reach(r.bytes, r.bytes_near, r.bytes_far)
+    return markdown_table(table.fillna("n/a").rename(columns=GAP_ARMS))
+
 # %% ../nbs/14b_report.ipynb #dfc48dfb
 TABLES = {
     "budget": budget_table,
@@ -225,6 +274,8 @@ TABLES = {
     "attention_scale": attention_scale_table,
     "counting": counting_table,
     "length_generalisation": length_generalisation_table,
+    "start_token": start_token_table,
+    "gap_budget": gap_budget_table,
 }
 
 # %% ../nbs/14b_report.ipynb #ebdae80e
@@ -273,7 +324,7 @@ def readme_blocks(text: str) -> dict[str, str]:
     "`{name: body}` of every generated block in a README's `text`."
     return {m["name"]: m["body"].removesuffix("\n") for m in BLOCK.finditer(text)}
 
-
+# %% ../nbs/14b_report.ipynb #123189b1
 def _linked_pages(readme: Path) -> list[str]:
     "The pages of `README_PAGES` that `readme` links to (`](figures/README.md...`)."
     text = Path(readme).read_text()

@@ -10,12 +10,13 @@ import pandas as pd
 
 from .claims import Claim, status_of
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, seed_gap
+from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, power_law_fit, power_law_problem, power_law_reach, seed_gap
 
 # %% auto #0
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'STATEMENTS', 'BLOG_ORDER', 'MASKED_COLLAPSE', 'TABLE_ARMS',
-           'SCALE_COST', 'TASK_LEARNED', 'paper_gaps', 'untested', 'competitive', 'extrapolation', 'size_trend',
-           'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation']
+           'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'paper_gaps', 'untested', 'competitive', 'extrapolation',
+           'size_trend', 'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation',
+           'start_token', 'gap_closes']
 
 # %% ../nbs/12f_rules.ipynb #3b485f34
 BYTES_PER_TOKEN = {"pile": 1 / 0.29335, "wikitext-103": 545_141_915 / 103_227_021}
@@ -258,3 +259,51 @@ def length_generalisation(task: str, test: dict, train: dict, published: dict | 
                  ours=f"exact match at the test lengths: NoPos {np.mean(test['nopos']):.3f} against "
                       + ", ".join(f"{e} {np.mean(test[e]):.3f} ({g['gap']:+.3f}, {g['verdict']})" for e, g in gaps.items())
                       + unlearned)
+
+# %% ../nbs/12f_rules.ipynb #c5a7e0b2
+STATEMENTS["start_token"] = dict(
+    claim="A start token at the head of every window narrows NoPos's gap to learned positions",
+    paper="not in the paper, whose windows start anywhere in the stream; Kazemnejad et al. (2023) show a causal layer can "
+          "recover absolute position when every sequence begins with the same token",
+    rule=f"NoPos's loss minus the learned model's (a value per seed) in each arm: smaller with the start token beyond the "
+         f"seed spread (Welch's {LEVEL:.0%} t interval) reproduces; larger beyond it does not; within it (or one seed), not "
+         "established")
+
+
+def start_token(gaps_without, gaps_with, learned_change) -> Claim:
+    """NoPos's gap to learned positions (nats a byte, a value per seed) without (`gaps_without`) and with a start token
+    (`gaps_with`); `learned_change`: the learned model's loss with it minus without, a value per seed, reported beside."""
+    change = seed_gap(gaps_with, gaps_without)
+    status = "not established" if not change["real"] else "reproduces" if change["gap"] < 0 else "does not reproduce"
+    return Claim(**STATEMENTS["start_token"], status=status,
+                 ours=f"NoPos's gap {np.mean(gaps_without):.3f} nats a byte without a start token, {np.mean(gaps_with):.3f} "
+                      f"with it ({change['gap']:+.3f}, {change['verdict']}); the learned model's loss "
+                      f"{np.mean(learned_change):+.3f} with it")
+
+# %% ../nbs/12f_rules.ipynb #c5a7e0b5
+_LEARNED = paper_gaps(("learned",)).set_index("setting").nats_per_byte
+PAPER_LEARNED_GAPS = {"Table 1, WikiText-103": float(_LEARNED["WikiText-103 (L=512)"]), "Table 2, 125M": float(_LEARNED["125M"])}
+STATEMENTS["gap_closes"] = dict(
+    claim="NoPos's gap to learned positions closes with training bytes, toward the paper's",
+    paper="the paper's NoPos-learned gaps in nats a byte: " + ", ".join(f"{v:.4f} ({k})" for k, v in PAPER_LEARNED_GAPS.items()),
+    rule=f"a power law in training bytes fitted to the gap at each budget: a slope below zero beyond its {LEVEL:.0%} t "
+         "interval reproduces (with the bytes at which the line reaches the paper's gaps); above zero beyond it does not; "
+         "within it, or a gap at or below zero (no power law), not established")
+
+
+def _bytes(n: float) -> str:
+    return "never" if np.isinf(n) else f"{n:.2g}"
+
+
+def gap_closes(train_bytes, gaps) -> Claim:
+    "NoPos's gap to learned positions (nats a byte, one value a budget) against the `train_bytes` of each budget."
+    if problem := power_law_problem(train_bytes, gaps):
+        return Claim(**STATEMENTS["gap_closes"], status="not established", ours=f"no power law: {problem}")
+    fit = power_law_fit(train_bytes, gaps)
+    apart = abs(fit["slope"]) > fit["slope_halfwidth"]
+    status = "not established" if not apart else "reproduces" if fit["slope"] < 0 else "does not reproduce"
+    reach = "; ".join("{} at {} bytes ({} to {})".format(name, *map(_bytes, power_law_reach(fit, target)))
+                      for name, target in PAPER_LEARNED_GAPS.items())
+    return Claim(**STATEMENTS["gap_closes"], status=status,
+                 ours=f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g}: slope "
+                      f"{fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); the line reaches {reach}")

@@ -13,7 +13,8 @@ from scipy import stats
 
 # %% auto #0
 __all__ = ['LEVEL', 'seed_summary', 'per_seed', 'format_mean_std', 't_quantile', 'welch_halfwidth', 'paired_halfwidth',
-           'draw_halfwidth', 'beyond_spread', 'spread_verdict', 'seed_gap', 'spread_order', 'gap_trend', 'gap_verdicts']
+           'draw_halfwidth', 'beyond_spread', 'spread_verdict', 'seed_gap', 'spread_order', 'gap_trend', 'gap_verdicts',
+           'power_law_problem', 'power_law_fit', 'power_law_reach']
 
 # %% ../nbs/12c_seeds.ipynb #d471ecf1
 def seed_summary(df: pd.DataFrame, by, value: str) -> pd.DataFrame:
@@ -155,3 +156,37 @@ def gap_verdicts(gaps: pd.Series, seed_gaps=None) -> list[str]:
         return f"{'beyond' if real else 'within'} the gap's seed spread (±{spread:.1%}), so it is {'' if real else 'not '}established"
     return [f"{setting} (one seed): NoPos {gap:+.1%} against the best encoding with positions; {verdict(gap)}."
             for setting, gap in gaps.items()]
+
+# %% ../nbs/12c_seeds.ipynb #b0d9e1a2
+def power_law_problem(x, y) -> str | None:
+    "Why `y` against `x` cannot be fitted by a power law; None when it can."
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.size != y.size or x.size < 3:
+        return f"a power law needs at least three (x, y) points, got {x.size} x and {y.size} y values"
+    if (x <= 0).any() or (y <= 0).any():
+        return f"a power law needs positive values, got y = {np.round(y, 4).tolist()} at x = {x.tolist()}"
+
+
+def power_law_fit(x, y, level: float = LEVEL) -> dict:
+    """y = exp(centre_y) * (x / exp(centre_x)) ** slope by least squares on log-log axes: the slope, the half-width of its
+    `level` t interval, the centre the line passes through and r²; ValueError where `power_law_problem` finds one."""
+    if problem := power_law_problem(x, y):
+        raise ValueError(problem)
+    logx, logy = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    line = stats.linregress(logx, logy)
+    return dict(slope=line.slope, slope_halfwidth=t_quantile(logx.size - 2, level) * line.stderr, centre_x=logx.mean(),
+                centre_y=logy.mean(), r2=line.rvalue**2, n=logx.size)
+
+
+def power_law_reach(fit: dict, target: float) -> tuple[float, float, float]:
+    """The x past the centre of `fit`'s points at which its line reaches y = `target`, then the nearest and the farthest
+    such x with the slope anywhere in its interval (the line turned about its centre); inf where a slope never does."""
+    rise = math.log(target) - fit["centre_y"]
+
+    def at(slope: float) -> float:
+        if rise and (slope == 0 or np.sign(rise) != np.sign(slope)):  # the line heads away from the target
+            return math.inf
+        return math.exp(min(fit["centre_x"] + (rise / slope if rise else 0.0), 700.0))
+
+    ends = sorted(at(s) for s in (fit["slope"] - fit["slope_halfwidth"], fit["slope"] + fit["slope_halfwidth"]))
+    return at(fit["slope"]), ends[0], ends[1]

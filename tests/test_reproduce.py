@@ -16,6 +16,7 @@ from posenc_nb.claims import read_claims
 from posenc_nb.probe import ProbeTraining, middle_mad, random_mad
 from posenc_nb.profiles import PROFILES, committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
+from posenc_nb.grids import budget_steps_of
 from posenc_nb.report import readme_blocks, readme_files
 from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, notebook_parameters,
                                  parameters_source, run_notebook)
@@ -31,10 +32,11 @@ ENCODINGS = SMOKE["encodings"]
 FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
            "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper", "attention_scale",
-           "length_generalisation", "length_generalisation_link",
+           "length_generalisation", "length_generalisation_link", "start_token", "gap_budget",
            *(f"training_curves_{name}" for name in ["positive_arm", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
                                                      "table3_train_lengths", "probe", "mlm_control", "appendix",
-                                                     "beyond_the_paper", "how_nopos_counts", "length_generalisation"])]
+                                                     "beyond_the_paper", "how_nopos_counts", "length_generalisation",
+                                                     "start_token_budget"])]
 TABLES = {
     "positive_arm": ["permutation", "loss_intact", "loss_permuted", "permutation_cost", "probe_mad", "probe_median_mad", "middle_mad",
                      "passed"],
@@ -65,6 +67,11 @@ TABLES = {
     "length_generalisation": ["task", "encoding", "seed", "length", "accuracy", "split"],
     "length_generalisation_summary": ["task", "encoding", "label", "train", "test", "at_longest", "learned", "published_ood"],
     "length_generalisation_link": ["task", "encoding", "seed", "length", "readability", "accuracy", "random_mad"],
+    "start_token_budget": ["arm", "steps", "train_tokens", "encoding", "seed", "perplexity", "loss"],
+    "start_token_mechanism": ["arm", "encoding", "seed", "context_gain", "first_key_attention", "probe_mad", "middle_mad"],
+    "start_token_segments": ["arm", "encoding", "bucket", "segment", "loss"],
+    "gap_budget": ["arm", "steps", "train_bytes", "gap"],
+    "gap_budget_fit": ["arm", "problem"],  # the smoke budgets are too few for a power law: the fit's columns are not written
 }
 
 
@@ -163,7 +170,9 @@ def test_smoke_reuses_trained_models(smoke):
                 + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
                 + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
                 + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed  # beyond the paper
-                + len(s["tasks"]) * len(s["task_encodings"]) * len(s["seeds"]))  # the synthetic-task models
+                + len(s["tasks"]) * len(s["task_encodings"]) * len(s["seeds"])  # the synthetic-task models
+                + len(s["start_token_encodings"]) * len(s["seeds"])  # the start-token arm at the core budget
+                + (len(budget_steps_of(s["train_settings"], s["budget_steps"])) - 1) * 3)  # NoPos, learned, start-token NoPos a smaller budget
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
@@ -185,7 +194,7 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     _, figures, _, _ = smoke
     claims = read_claims(figures)
     assert set(claims.notebook) == {"01_extrapolation", "04_table2_model_sizes", "06_probe", "07_mlm_control", "08_appendix",
-                                    "09_beyond_the_paper", "11_length_generalisation"}
+                                    "09_beyond_the_paper", "11_length_generalisation", "12_start_token_and_budget"}
     untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (claims.notebook == "11_length_generalisation")
     assert claims[untrained].ours.str.contains("not among the tasks this run trains").all() and untrained.sum() == len(TASKS) - len(SMOKE["tasks"])
     assert (claims.status == "not tested").all() and claims[~untrained].ours.str.contains("the positive arm").all(), claims.ours.tolist()
