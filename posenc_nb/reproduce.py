@@ -286,9 +286,9 @@ def _only_runner(out_dir: Path):
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
 
 
-def _run_all(todo: list, out_dir: Path, known: list, progress: Progress) -> list[dict]:
+def _run_all(todo: list, out_dir: Path, known: list, progress: Progress, record=lambda rows: None) -> list[dict]:
     """Run each `(notebook, parameters)` of `todo` into `out_dir`, one after another, shown by `progress`; a row per
-    notebook with its time."""
+    notebook with its time, given to `record` as each notebook ends (with the rows before it)."""
     timings, start = [], time.time()
     for i, (nb, nb_params) in enumerate(todo, 1):
         t0 = time.time()
@@ -300,6 +300,7 @@ def _run_all(todo: list, out_dir: Path, known: list, progress: Progress) -> list
                                     f"those before it published to {out_dir}. Rerun the same command to go on: "
                                     "trained models are reused.") from None
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
+        record(timings)
         progress.log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
     return timings
 
@@ -309,7 +310,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
               nproc_per_node: int = 1, progress=None) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile` with `overrides`, each publishing to `out_dir`
     only if it succeeds (`_run_staged`; other results than the cpu profile's reach the committed figures only with
-    `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv. They train `train_jobs`
+    `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv as each ends. They train `train_jobs`
     models side by side (None: one a usable core); with `launcher="torchrun"`, torchrun first trains their runs one by
     one on `nproc_per_node` processes (`train_locally`). A full run rewrites the README's generated blocks
     (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as `out_dir`/README.md.
@@ -324,11 +325,15 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     log(cost_here(plan, names))
     if launcher == "torchrun":
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
+    jobs = side_by_side_jobs(params["train_jobs"])
+
+    def record(rows: list[dict]):  # as each notebook ends: a run cut short keeps what it measured, and --only adds the rest
+        timed = pd.DataFrame(rows).drop(columns="executed").assign(profile=profile, train_jobs=jobs)
+        record_timings(timed, out_dir / "reproduce_timings.csv", whole=not only, log=log)
+
     with _only_runner(out_dir):
         shown = Progress(Tracker(plan, names), log, progress)  # after torchrun: the notebooks' own training is followed
-        timings = pd.DataFrame(_run_all(todo, out_dir, known, shown))
-        timings = timings.assign(profile=profile, train_jobs=side_by_side_jobs(params["train_jobs"]))
-    record_timings(timings.drop(columns="executed"), out_dir / "reproduce_timings.csv", whole=not only, log=log)
+        timings = pd.DataFrame(_run_all(todo, out_dir, known, shown, record)).assign(profile=profile, train_jobs=jobs)
     if not only:
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
         if out_dir != committed_figures():

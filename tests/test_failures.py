@@ -943,3 +943,24 @@ def test_full_disk_while_the_plan_is_written(tmp_path, capsys, monkeypatch):
     assert code == 1 and f"the disk is full: --out {script} was not written, and nothing was left there" in err, err
     assert "checkpoint" not in err, err
     assert os.listdir(tmp_path) == ["plan.sh"] and script.read_text() == "# the plan of an earlier run\n"
+
+
+def test_a_run_cut_short_keeps_the_times_it_measured(tmp_path, capsys, monkeypatch):
+    "Each notebook's time is written as it ends: interrupted in the second, the first's stays, and --only adds the second's."
+    experiments = experiment(tmp_path / "experiments", "01_first")
+    experiment(experiments, "02_second")
+    real = reproduce.run_notebook
+
+    def second_interrupted(notebook, output, parameters):
+        if Path(notebook).stem == "02_second":
+            raise KeyboardInterrupt
+        return real(notebook, output, parameters)
+    monkeypatch.setattr(reproduce, "run_notebook", second_interrupted)
+    out, args = tmp_path / "figs", ["--profile", "smoke", "--experiments-dir", experiments]
+    code, err = command(reproduce.main, [*args, "--out", out], capsys)
+    assert code == 130 and "02_second" in err, err
+    assert list(pd.read_csv(out / "reproduce_timings.csv").notebook) == ["01_first"]
+    monkeypatch.setattr(reproduce, "run_notebook", real)
+    code, err = command(reproduce.main, [*args, "--out", out, "--only", "02_second"], capsys)
+    assert code == 0, err
+    assert list(pd.read_csv(out / "reproduce_timings.csv").notebook) == ["01_first", "02_second"]
