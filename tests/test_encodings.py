@@ -24,8 +24,9 @@ from posenc_nb.plots import encoding_color, encoding_label, plot_runs
 from posenc_nb.probe import plot_probe_layers, probe_layers
 from posenc_nb.tokens import load_tokens
 from posenc_nb.train import train
+from support import SMALL as SHARED_SMALL
 
-SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=16)
+SMALL = dataclasses.replace(SHARED_SMALL, max_len=16)  # a short table: its limit shows within a few tokens
 SCALINGS = [kind for kind in ROPE_SCALINGS if kind != "none"]
 # (encoding, options): every registered encoding with its defaults, the original Transformer's sinusoidal table, RoPE rescaled at inference
 VARIANTS = ([(name, {}) for name in ENCODINGS] + [("sinusoidal", dict(table="vaswani"))]

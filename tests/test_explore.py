@@ -11,7 +11,7 @@ from posenc_nb.config import TrainConfig
 from posenc_nb.explore import AttentionExplorer, explore
 from posenc_nb.reproduce import run_notebook
 from posenc_nb.train import train
-from test_train import TINY
+from support import TINY
 
 
 def test_a_papermill_kernel_has_no_frontend_but_is_a_kernel(tmp_path, monkeypatch):

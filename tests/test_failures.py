@@ -42,7 +42,9 @@ from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
 from posenc_nb.workers import usable_jobs
-from test_train import POSENC_TRAIN, TINY, partial_run, runs_root, weights, write_config  # noqa: F401 (runs_root: a fixture)
+from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
+
+pytestmark = pytest.mark.usefixtures("runs_root")  # every run in a scratch folder
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory) -> dict:

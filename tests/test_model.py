@@ -12,8 +12,8 @@ from posenc_nb.checkpoint import CheckpointError, load_weights, save_checkpoint
 from posenc_nb.config import TrainConfig
 from posenc_nb.encodings import ENCODINGS
 from posenc_nb.model import MODEL_VERSION, PRESETS, ModelConfig, TransformerLM, check_token_ids
+from support import SMALL
 
-SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=64)
 
 
 def make(name, causal=True, **overrides):

@@ -16,36 +16,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
-from safetensors.torch import load_file
 
 from posenc_nb.checkpoint import CheckpointError, read_meta
 from posenc_nb.config import TrainConfig
 from posenc_nb.metrics import read_metrics
 from posenc_nb.tasks import TASK_VOCAB_SIZE, task_width
-from posenc_nb.train import Trainer, TrainingDiverged, main, train
+from posenc_nb.train import TrainingDiverged, main, train
+from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
 
-POSENC_TRAIN = Path(sys.executable).parent / "posenc-train"
-TINY = dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, seq_len=32, batch_size=8, lr=3e-3, min_lr=3e-4,
-            warmup_steps=2, max_steps=12, eval_interval=4, eval_batches=1, log_interval=1, checkpoint_interval=3)
-
-
-@pytest.fixture(autouse=True)
-def runs_root(tmp_path, monkeypatch):
-    "Runs go to a scratch folder; one thread per process (and for the commands), steadier on a shared 2-core machine."
-    monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.delenv("POSENC_DEBUG", raising=False)  # errors as the user sees them, not as tracebacks
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield tmp_path / "runs"
-    torch.set_num_threads(threads)
-
-
-def write_config(path: Path, **keys) -> Path:
-    path.write_text(yaml.safe_dump({**TINY, **keys}))
-    return path
-
+pytestmark = pytest.mark.usefixtures("runs_root")  # every run in a scratch folder
 
 def posenc_train(*args, check=True, launcher=()) -> subprocess.CompletedProcess:
     assert POSENC_TRAIN.exists(), "install the package first: pip install -e ."
@@ -54,10 +33,6 @@ def posenc_train(*args, check=True, launcher=()) -> subprocess.CompletedProcess:
     if check and done.returncode:
         raise AssertionError(f"posenc-train failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done
-
-
-def weights(out_dir: Path) -> dict[str, torch.Tensor]:
-    return load_file(out_dir / read_meta(out_dir)["files"]["model"])
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
@@ -178,14 +153,6 @@ def test_resume_under_bfloat16_is_exact(tmp_path):
 
 def truncate_half(path: Path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def partial_run(out: Path, steps: int = 3, **keys) -> TrainConfig:
-    cfg = TrainConfig(**{**TINY, **keys})
-    trainer = Trainer(cfg, out, progress=False)
-    trainer.fit(steps)
-    trainer.close()
-    return cfg
 
 
 def test_tensorboard_events_follow_the_metrics_across_a_resume(tmp_path):
