@@ -1,8 +1,8 @@
 """End-to-end and failure-mode tests of the corpora and tokens chapters: the real offline corpora, small corpora made here, the CLI.
 
 The real corpora are read from (and, on first use, built into) the normal data folder; everything else runs in a
-temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/02a_published_corpora, 03_corpora,
-04_tokens and 05a_batches already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
+temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/02_published_corpora, 02a_corpora,
+02e_tokens and 02f_batches already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
 reproducibility and errors) is not repeated here. Errors are checked by type and by the facts their message carries.
 """
 
@@ -116,7 +116,7 @@ def test_wikitext_parquet_files_are_grouped_into_articles(scratch_data, tmp_path
 
 
 def test_train_batch_windows_cover_the_stream_and_follow_the_seed():
-    "Reproducibility, the split between ranks and the size errors are checked in nbs/05a_batches; these are the edges."
+    "Reproducibility, the split between ranks and the size errors are checked in nbs/02f_batches; these are the edges."
     stream = np.arange(5000, dtype=np.int32)  # every window of a counting stream counts up by one
     batch = train_batch(stream, batch_size=16, seq_len=64, seed=3, step=11)
     assert batch.shape == (16, 65) and bool((batch.diff(dim=1) == 1).all())  # contiguous windows

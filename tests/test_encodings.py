@@ -2,7 +2,7 @@
 
 The properties: a causal model never sees the future; the encodings that are functions of m - n give position scores that
 depend on m - n alone; the fused and explicit attention paths agree, gradients included; a bidirectional model is
-permutation-equivariant exactly when it has no positions. Each encoding's own formulas are checked in nbs/00_encodings.
+permutation-equivariant exactly when it has no positions. Each encoding's own formulas are checked in nbs/01_encodings.
 """
 import dataclasses
 from functools import partial

@@ -1,4 +1,4 @@
-"""TransformerLens parity (posenc_nb.interop, nbs/18_interop): a trained smoke run of every encoding it can hold gives our
+"""TransformerLens parity (posenc_nb.interop, nbs/07a_interop): a trained smoke run of every encoding it can hold gives our
 logits in TransformerLens to 1e-4 in float32 on 8 windows, and comes back the same model; the rest are refused by name.
 
 What the chapter's examples check on untrained models (bidirectional twins, longer contexts, RoPE scalings, the hooks)

@@ -29,8 +29,8 @@ def test_every_notebook_stores_the_metadata_jupyterlab_writes():
 
 def test_nbdev_clean_keeps_the_language_info(tmp_path, monkeypatch):
     from nbdev.clean import nbdev_clean
-    notebook = tmp_path / "17_explore.ipynb"
-    shutil.copy(ROOT / "nbs" / "17_explore.ipynb", notebook)
+    notebook = tmp_path / "07_explore.ipynb"
+    shutil.copy(ROOT / "nbs" / "07_explore.ipynb", notebook)
     monkeypatch.chdir(ROOT)  # nbdev_clean reads settings.ini from here
     nbdev_clean(fname=str(notebook))
     assert json.loads(notebook.read_text())["metadata"].get("language_info") == load_kernel_metadata().lab_metadata()["language_info"]
@@ -104,8 +104,8 @@ def opened_in_jupyterlab(browser, url: str, name: str) -> bool:
 def test_a_notebook_opens_unmodified_in_jupyterlab(tmp_path, jupyterlab):
     "The committed chapter opens clean; the same notebook without its language_info would not (the test can fail)."
     from playwright.sync_api import sync_playwright
-    shutil.copy(ROOT / "nbs" / "17_explore.ipynb", tmp_path / "committed.ipynb")
-    stripped = json.loads((ROOT / "nbs" / "17_explore.ipynb").read_text())
+    shutil.copy(ROOT / "nbs" / "07_explore.ipynb", tmp_path / "committed.ipynb")
+    stripped = json.loads((ROOT / "nbs" / "07_explore.ipynb").read_text())
     stripped["metadata"].pop("language_info", None)
     (tmp_path / "stripped.ipynb").write_text(json.dumps(stripped, indent=1))
     with sync_playwright() as playwright:

@@ -190,7 +190,7 @@ def test_every_page_opens_clean_in_chromium(site, server, browser):
 @in_browser
 def test_math_renders(server, browser):
     "Formulas in markdown cells are typeset by MathJax, served by the site itself."
-    page, problems = open_page(browser, urljoin(server, "library/00_encodings.html"))
+    page, problems = open_page(browser, urljoin(server, "library/01_encodings.html"))
     page.wait_for_selector("mjx-container", timeout=20_000)
     assert not problems and page.locator("mjx-container").count() > 3
     page.close()
@@ -314,8 +314,8 @@ def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
         nbformat.v4.new_code_cell("train(cfg)", outputs=[nbformat.v4.new_output(
             "display_data", data={build.WIDGET: {"model_id": "x"}, "text/plain": "run:   0%|          | 0/30"})]),
     ])
-    nbformat.write(nb, tmp_path / "17_explore.ipynb")
-    build.stage_chapter(tmp_path / "17_explore.ipynb", tmp_path / "staged.ipynb")
+    nbformat.write(nb, tmp_path / "07_explore.ipynb")
+    build.stage_chapter(tmp_path / "07_explore.ipynb", tmp_path / "staged.ipynb")
     cells = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells
     sources = [c.source for c in cells]
     assert sources[0] == "# Attention explorer\n\n> Look at attention.\n\n- learned: a list item"

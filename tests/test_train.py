@@ -1,7 +1,7 @@
 """End-to-end tests of `posenc-train`: the command, exact resume after SIGKILL, damaged and foreign checkpoints, divergence,
 bad configs, and 2-process DDP against 1 process. Models are tiny so that the file runs in well under 3 minutes.
 
-Reusing a finished run is checked in nbs/07_train and not repeated here. Errors are checked by type and by the facts
+Reusing a finished run is checked in nbs/03e_train and not repeated here. Errors are checked by type and by the facts
 their message carries (the file, the keys and values at fault, the remedy's flag), not by their wording."""
 
 import os

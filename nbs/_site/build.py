@@ -19,7 +19,7 @@ STAGE, OUT = ROOT / "_proc" / "site", ROOT / "_docs"
 
 
 def number(path: Path) -> str:
-    "A notebook's number as a reader sees it: `02` of `02_utils`, `12e` of `12e_claims`."
+    "A notebook's number as a reader sees it: `00` of `00_utils`, `05b` of `05b_claims`."
     return path.stem.split("_", 1)[0]
 
 
@@ -32,7 +32,7 @@ def in_order(paths) -> list[Path]:
 
 
 # Every notebook that has a page, found in its folder at build time: a chapter added tomorrow gets one too
-CHAPTERS = in_order((ROOT / "nbs").glob("[0-9]*.ipynb"))  # the library, one module each: 00_encodings, 02a_..., 12e_...
+CHAPTERS = in_order((ROOT / "nbs").glob("[0-9]*.ipynb"))  # the library, one module each: 01_encodings, 02a_..., 12e_...
 EXPERIMENTS = in_order((ROOT / "figures" / "notebooks").glob("*.ipynb"))  # executed by the runner, in the paper's order
 DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell directives (any spacing)
 # nbdev/Quarto front matter in a title cell (`- skip_exec: true`): settings for a renderer, not text for a reader
