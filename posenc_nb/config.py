@@ -19,7 +19,7 @@ import yaml
 from .encodings import encoding_problem
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
-from .special_tokens import EOS_ID, MIN_VOCAB_SIZE
+from .special_tokens import EOS_ID, MIN_VOCAB_SIZE, eos_id
 from .tasks import TASK_VOCAB_SIZE, task_problem, task_width
 from .utils import (choice_problem, closest, each_entry, explained, fraction_problem, non_negative_problem, or_null,
                              positive_int_problem, seed_problem)
@@ -173,8 +173,8 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
     (("tokenizer", "task"), lambda k, t: None if t is None or k is None else
      f"{k} would not be used: task {t!r} has a vocabulary of its own (posenc_nb.tasks.VOCAB); leave tokenizer unset "
      "with a task"),
-    (("start_token", "objective", "task", "tokenizer"), lambda s, o, t, k: None if not s or (o, t, k) == ("clm", None, None)
-     else "needs a causal LM on a corpus with the tokenizer trained here (its end-of-text id); set start_token=false"),
+    (("start_token", "objective", "task"), lambda s, o, t: None if not s or (o, t) == ("clm", None) else
+     "puts the end-of-text token before a causal LM's windows of a corpus; set start_token=false for a masked LM or a task"),
     (("batch_size", "grad_accum"), _split_problem),
     (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
      f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),
@@ -260,7 +260,12 @@ class TrainConfig(_TrainKeys):
         return ModelConfig.from_preset(self.model, vocab_size=self.vocab_size, pos_encoding=self.pos_encoding,
                                        max_len=self.max_len or self.seq_len, causal=self.objective == "clm",
                                        dropout=self.dropout, pos_options=dict(self.pos_options or {}),
-                                       start_token=EOS_ID if self.start_token else None, **shape)
+                                       start_token=self.start_id, **shape)
+
+    @property
+    def start_id(self) -> int | None:
+        "The id the model puts before every window (`start_token`): the tokenizer's `EOS`; None without a start token."
+        return (eos_id(self.tokenizer) if self.tokenizer else EOS_ID) if self.start_token else None
 
     @property
     def source(self) -> str:

@@ -19,9 +19,10 @@ from .model import TransformerLM
 from .workers import train_runs
 
 # %% auto #0
-__all__ = ['Grid', 'run_config', 'model_parameters', 'model_size_variants', 'core_grid', 'masked_grid', 'nopos_twins',
-           'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'task_grid', 'start_token_grid',
-           'budget_steps_of', 'budget_grid', 'shared_runs', 'start_and_budget_grids', 'experiment_grids']
+__all__ = ['Grid', 'train_grids', 'run_config', 'model_parameters', 'model_size_variants', 'core_grid', 'masked_grid',
+           'nopos_twins', 'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'task_grid',
+           'start_token_grid', 'budget_steps_of', 'budget_grid', 'shared_runs', 'start_and_budget_grids',
+           'experiment_grids']
 
 # %% ../nbs/05d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -48,6 +49,12 @@ class Grid:
         if len(self.variants) != 1:
             raise ValueError(f"runs_by_encoding needs a grid of one variant; this one has {list(self.variants)}: use runs()")
         return {key[1:]: run for key, run in self.runs(jobs).items()}
+
+
+def train_grids(grids, jobs: int = 1) -> list[Run]:
+    "Every run of `grids` trained once, all side by side (`jobs` at a time), the longest first: one notebook's models together."
+    configs = [cfg for grid in grids for cfg in grid.configs().values()]
+    return train_runs(sorted(configs, key=lambda cfg: -cfg.max_steps), jobs)
 
 
 def run_config(train_settings: dict, fields: dict, encoding: str, seed: int) -> TrainConfig:

@@ -6,12 +6,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import torch
+from tokenizers import Tokenizer
 
 # %% auto #0
 __all__ = ['EOS', 'MASK', 'PAD', 'SPECIAL_TOKENS', 'EOS_ID', 'MASK_ID', 'PAD_ID', 'MIN_VOCAB_SIZE', 'DEFAULT_VOCAB_SIZE',
-           'SpecialIds']
+           'SpecialIds', 'eos_id']
 
 # %% ../nbs/02b_special_tokens.ipynb #f5ec9dca
 EOS, MASK, PAD = "<|endoftext|>", "<mask>", "<pad>"
@@ -35,3 +38,14 @@ class SpecialIds:
         for special in sorted((self.eos, self.mask, self.pad)):
             ids += (ids >= special).long()  # step over each special id in turn: still uniform over the others
         return ids
+
+# %% ../nbs/02b_special_tokens.ipynb #e05e1d02
+@lru_cache(maxsize=16)
+def eos_id(tokenizer_file: str) -> int:
+    "The id `EOS` has in the tokenizers JSON file `tokenizer_file`: its own, or the next free one, where reading adds it."
+    try:
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+    except Exception as error:  # the tokenizers library raises its own error types
+        raise ValueError(f"cannot read the tokenizer file {tokenizer_file} ({error}): give a tokenizers JSON file") from None
+    found = tokenizer.token_to_id(EOS)
+    return tokenizer.get_vocab_size() if found is None else found

@@ -246,7 +246,8 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     assert "02_broken failed at cell 3 (`corpus_tokens = len(corpus) // 0`): ZeroDivisionError" in done.stderr
     assert str(out / "notebooks" / "02_broken.failed.ipynb") in done.stderr  # where the traceback is
     assert (out / "first.txt").exists() and not (out / "never.txt").exists()
-    assert sorted(p.name for p in out.iterdir()) == ["first.txt", "notebooks"]  # the failed notebook published nothing
+    assert sorted(p.name for p in out.iterdir()) == ["first.txt", "notebooks", "reproduce_timings.csv"]  # the failed one: nothing
+    assert list(pd.read_csv(out / "reproduce_timings.csv").notebook) == ["01_first"]  # the time of what ran, kept
     assert sorted(p.name for p in (out / "notebooks").iterdir()) == ["01_first.ipynb", "02_broken.failed.ipynb"]
 
 
