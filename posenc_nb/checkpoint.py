@@ -27,7 +27,7 @@ from .utils import atomic_write, disk_full, file_in_the_way, project_dir, sha256
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder', 'check_same_config',
-           'load_weights', 'load_optimizer', 'Run', 'load_run']
+           'load_weights', 'load_optimizer', 'Run', 'load_run', 'parent_folder', 'load_parent']
 
 # %% ../nbs/03c_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
@@ -308,3 +308,23 @@ def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtyp
     run = Run(cfg, out_dir, meta["step"], meta["finished"], _device(device), _dtype(dtype))
     run.model  # loaded now
     return run
+
+# %% ../nbs/03c_checkpoint.ipynb #e42d0002
+def parent_folder(parent: str) -> Path:
+    "The folder of the run `parent` names: a folder name under `runs_dir()`, or a path."
+    path = Path(parent)
+    return path if path.is_absolute() or len(path.parts) > 1 else runs_dir() / parent
+
+
+def load_parent(model: TransformerLM, parent: str):
+    "Give `model` the final weights of the finished run `parent` (see `parent_folder`): where a run that continues it starts."
+    run = load_run(parent_folder(parent))
+    if not run.finished:
+        raise CheckpointError(f"the parent run {run.out_dir} stopped at step {run.step} of {run.config.max_steps}; finish "
+                              "it first (train its config again: it resumes), then start this run")
+    try:
+        model.load_state_dict(run.model.state_dict())
+    except RuntimeError:
+        raise ConfigError([("parent", f"{run.out_dir} holds a {run.config.model_config().n_layer}-layer model of width "
+                                      f"{run.config.model_config().d_model}, not this run's shape; continue a run of the same "
+                                      "model")]) from None

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .seeds import paired_halfwidth, spread_verdict
+from .seeds import paired_halfwidth, seed_gap, spread_verdict
 from .utils import atomic_write
 
 # %% auto #0
 __all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'Claim', 'status_of', 'Check',
-           'positive_arm_check', 'gate', 'nopos_context_check', 'save_claims', 'gather_claims', 'write_claims_table',
-           'read_claims']
+           'positive_arm_check', 'gate', 'nopos_context_check', 'positions_check', 'degrades_check', 'save_claims',
+           'gather_claims', 'write_claims_table', 'read_claims']
 
 # %% ../nbs/05b_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -99,6 +99,27 @@ def nopos_context_check(gains, short: int, long: int) -> Check:
                 f"{spread_verdict(gains.mean(), spread)}; it must be above zero beyond it")
     return Check(f"NoPos's positive arm (it predicts better from {long} bytes than from {short})",
                  bool(gains.mean() > 0 and gains.mean() > spread), evidence)
+
+# %% ../nbs/05b_claims.ipynb #e42i0002
+def positions_check(rope_loss, nopos_loss, length: int) -> Check:
+    "RoPE's and NoPos's loss at the training `length` (nats a byte, a value per seed): RoPE's below beyond the seed spread passes."
+    gap = seed_gap(nopos_loss, rope_loss)
+    evidence = (f"NoPos's loss at {length} minus RoPE's: {gap['gap']:+.3f} nats a byte over {len(rope_loss)} and "
+                f"{len(nopos_loss)} seed(s), {gap['verdict']}; it must be above zero beyond it")
+    return Check("the positive arm of the modern-positions claims (RoPE beats NoPos at its training length)",
+                 bool(gap["real"] and gap["gap"] > 0), evidence)
+
+
+def degrades_check(ratios, longest: int, length: int) -> Check:
+    "RoPE's perplexity at `longest` over that at its training `length`, a value per seed: above 1 beyond the seed spread passes."
+    excess = np.asarray(ratios, dtype=float) - 1
+    if excess.size == 0:
+        raise ValueError("degrades_check needs RoPE's ratio of at least one seed")
+    spread = paired_halfwidth(excess)
+    evidence = (f"RoPE's perplexity at {longest} over at {length}, over {excess.size} seed(s): {excess.mean() + 1:.2f} "
+                f"({', '.join(f'{r + 1:.2f}' for r in excess)}), {spread_verdict(excess.mean(), spread)} of 1")
+    return Check(f"the positive arm of the claims about length (RoPE degrades past its training length, at {longest})",
+                 bool(excess.mean() > 0 and excess.mean() > spread), evidence)
 
 # %% ../nbs/05b_claims.ipynb #39eb387c
 CLAIMS_FILE, CLAIMS_DIR = "claims.csv", "claims"

@@ -9,6 +9,7 @@ import hashlib
 import json
 import math
 import re
+import types
 import typing
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -25,7 +26,7 @@ from .utils import (choice_problem, closest, each_entry, explained, fraction_pro
                              positive_int_problem, seed_problem)
 
 # %% auto #0
-__all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'parse_yaml', 'ConfigError', 'Checked', 'TrainConfig',
+__all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'LATER_KEYS', 'parse_yaml', 'ConfigError', 'Checked', 'TrainConfig',
            'parse_overrides', 'load_config', 'config_hash']
 
 # %% ../nbs/02d_config.ipynb #ea1992c3
@@ -61,8 +62,8 @@ class ConfigError(ValueError):
 def _describe(hint) -> str:
     "How the type `hint` reads in an error message."
     args, origin = typing.get_args(hint), typing.get_origin(hint)
-    if type(None) in args:
-        return _describe(next(a for a in args if a is not type(None))) + " or null"
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args if a is not type(None)) + " or null" * (type(None) in args)
     if origin is tuple:
         return f"a list of {len(args)} numbers"
     if origin in (list, dict):
@@ -74,9 +75,16 @@ def _describe(hint) -> str:
 def _typed(value, hint):
     "`value` as the type `hint` (an int where a float is asked, a list where a tuple is); TypeError otherwise."
     args, origin = typing.get_args(hint), typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):  # the first member that takes the value
+        if value is None and type(None) in args:
+            return None
+        for member in (a for a in args if a is not type(None)):
+            try:
+                return _typed(value, member)
+            except TypeError:
+                pass
+        raise TypeError(f"expected {_describe(hint)}, got {value!r}")
     try:
-        if type(None) in args:
-            return None if value is None else _typed(value, next(a for a in args if a is not type(None)))
         if origin is tuple and isinstance(value, (list, tuple)) and len(value) == len(args):
             return tuple(_typed(v, a) for v, a in zip(value, args))
         if origin is list and isinstance(value, list):
@@ -210,6 +218,9 @@ class _TrainKeys(Checked):
     objective: str = "clm"  # "clm" (causal LM) or "mlm" (masked LM, bidirectional attention)
     mask_prob: float = 0.15  # mlm: share of positions predicted
     start_token: bool = False  # every window, in training and scoring, begins with the end-of-text token (`ModelConfig`)
+    nopos_layers: list[int] | str | None = None  # layers that attend without positions: "every-4", "last", [1, 3]; None: none
+    nopos_options: dict | None = None  # NoPos's options on those layers (Llama 4's temperature: attn_scale, floor_scale)
+    parent: str | None = None  # a finished run (its folder's name under the runs folder, or a path) whose weights start this one
     seq_len: int = 128
     batch_size: int = 32  # sequences per optimizer step, summed over processes and accumulation steps
     grad_accum: int = 1  # each process splits its share of the batch into this many micro-batches
@@ -260,7 +271,8 @@ class TrainConfig(_TrainKeys):
         return ModelConfig.from_preset(self.model, vocab_size=self.vocab_size, pos_encoding=self.pos_encoding,
                                        max_len=self.max_len or self.seq_len, causal=self.objective == "clm",
                                        dropout=self.dropout, pos_options=dict(self.pos_options or {}),
-                                       start_token=self.start_id, **shape)
+                                       start_token=self.start_id, nopos_layers=self.nopos_layers,
+                                       nopos_options=dict(self.nopos_options or {}), **shape)
 
     @property
     def start_id(self) -> int | None:
@@ -321,7 +333,10 @@ def load_config(path: str | Path | None = None, **overrides) -> TrainConfig:
     return TrainConfig.from_preset(preset, **keys) if preset else TrainConfig.from_dict(keys)
 
 
+LATER_KEYS = ("pos_options", "tokenizer", "task", "start_token", "nopos_layers", "nopos_options", "parent")  # hashed only when set: older runs keep their names
+
+
 def config_hash(cfg: TrainConfig) -> str:
-    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; `pos_options`, `tokenizer`, `task`, `start_token` when set)."
-    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in ("pos_options", "tokenizer", "task", "start_token") and not v)}
+    "A short hash of every key that changes what the run learns (all but `RUNTIME_KEYS`; the `LATER_KEYS` when set)."
+    keys = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS and not (k in LATER_KEYS and not v)}
     return hashlib.sha256(json.dumps(keys, sort_keys=True).encode()).hexdigest()[:10]

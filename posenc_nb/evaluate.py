@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 
 from .checks import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
 from .batches import eval_windows
+from .model import layer_encodings
 from .plots import add_caption, loss_unit, new_figure, plot_by_encoding, style_axes, token_unit
 from .utils import (check_value, each_entry, frozen, model_device, positive_int, positive_int_problem,
                              positive_number_problem)
@@ -131,12 +133,14 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
 def scaled_attention(model, factor: float):
     "`model` with every query multiplied by `factor` while inside: each content logit q.k/sqrt(d) scaled, biases kept."
     check_value("factor", positive_number_problem(factor))
-    pos, rotate = model.pos, model.pos.rotate
-    pos.rotate = lambda q, k: rotate(q * factor, k)  # an instance attribute over the class's method, removed on exit
+    encodings = {id(pos): pos for pos in layer_encodings(model)}.values()  # each once: a hybrid's RoPE and NoPos
+    for pos in encodings:  # an instance attribute over the class's method, removed on exit
+        pos.rotate = partial(lambda rotate, q, k: rotate(q * factor, k), pos.rotate)
     try:
         yield model
     finally:
-        del pos.rotate
+        for pos in encodings:
+            del pos.rotate
 
 
 def _log_length_problem(value) -> str | None:

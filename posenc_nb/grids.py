@@ -14,15 +14,16 @@ from torch import nn
 
 from .checkpoint import Run, run_dir
 from .config import TrainConfig
-from .encodings import ENCODINGS
+from .encodings import ENCODINGS, nopos_layers
 from .model import TransformerLM
+from .train import drope
 from .workers import train_runs
 
 # %% auto #0
-__all__ = ['Grid', 'train_grids', 'run_config', 'model_parameters', 'model_size_variants', 'core_grid', 'masked_grid',
-           'nopos_twins', 'twin_runs', 'corpora_grid', 'sizes_grid', 'lengths_grid', 'beyond_grid', 'task_grid',
-           'start_token_grid', 'budget_steps_of', 'budget_grid', 'shared_runs', 'start_and_budget_grids',
-           'experiment_grids']
+__all__ = ['MODERN_TEMPERATURE', 'MODERN_VARIANTS', 'EVERY_SEED', 'Grid', 'train_grids', 'run_config', 'model_parameters',
+           'model_size_variants', 'core_grid', 'masked_grid', 'nopos_twins', 'twin_runs', 'corpora_grid', 'sizes_grid',
+           'lengths_grid', 'beyond_grid', 'task_grid', 'start_token_grid', 'budget_steps_of', 'budget_grid',
+           'drope_grids', 'modern_grids', 'shared_runs', 'start_and_budget_grids', 'experiment_grids']
 
 # %% ../nbs/05d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -156,6 +157,41 @@ def budget_grid(train_settings: dict, corpus: str, steps, encodings, seeds, star
     arm = dict(corpus=corpus, start_token=True) if start_token else dict(corpus=corpus)
     return Grid(train_settings, {f"{n} steps": dict(arm, max_steps=n) for n in steps}, list(encodings), list(seeds))
 
+# %% ../nbs/05d_grids.ipynb #e42h0002
+MODERN_TEMPERATURE = dict(attn_scale=0.1, floor_scale=16.0)  # Llama 4's attn_scale; a floor_scale that acts at 1x-8x of 128
+MODERN_VARIANTS = {  # the variants of RoPE: the keys that make each from a RoPE model
+    "RoPE": {}, "NoPos every 2nd layer": dict(nopos_layers="every-2"), "NoPos last layer": dict(nopos_layers="last"),
+    "partial RoPE 0.25": dict(pos_options=dict(fraction=0.25)), "partial RoPE 0.5": dict(pos_options=dict(fraction=0.5)),
+    "NoPos every 2nd + temperature": dict(nopos_layers="every-2", nopos_options=MODERN_TEMPERATURE),
+}
+EVERY_SEED = ("RoPE", "NoPos every 2nd layer", "NoPos last layer")  # the references of the claims and their hybrids
+
+
+def _variant_grids(settings: dict, seeds) -> list[Grid]:
+    "RoPE and its hybrids, and NoPos, with every seed; the other variants and ALiBi with the first; a hybrid once per set of layers."
+    n_layer, kept = TrainConfig.from_dict(settings).model_config().n_layer, {}
+    resolved = lambda keys: keys | ({"nopos_layers": nopos_layers(keys["nopos_layers"], n_layer)} if "nopos_layers" in keys else {})
+    for name, keys in MODERN_VARIANTS.items():
+        if resolved(keys) not in map(resolved, kept.values()):
+            kept[name] = keys
+    every = {n: k for n, k in kept.items() if n in EVERY_SEED}
+    others = {n: k for n, k in kept.items() if n not in every}
+    return [Grid(settings, every, ["rope"], list(seeds)), Grid(settings, {"reference": {}}, ["nopos"], list(seeds)),
+            Grid(settings, others, ["rope"], list(seeds[:1])), Grid(settings, {"reference": {}}, ["alibi"], list(seeds[:1]))]
+
+
+def drope_grids(parents: Grid, steps: int | None = None) -> list[Grid]:
+    "A grid of one DroPE run (`train.drope`) for each RoPE run of `parents`, trained once its parent has finished."
+    children = [drope(cfg, steps) for (_, enc, _), cfg in parents.configs().items() if enc == "rope" and cfg.nopos_layers is None]
+    return [Grid(asdict(child), {"DroPE": {}}, ["nopos"], [child.seed]) for child in children if child.pos_options is None]
+
+
+def modern_grids(p: dict) -> dict[str, list[Grid]]:
+    "`{'lm': ..., 'task': ..., 'drope': ...}`: the modern-positions notebook's grids, DroPE's after their parents'."
+    lm = _variant_grids({**p["train_settings"], **p["modern_settings"], "corpus": p["corpus"]}, p["seeds"])
+    task = _variant_grids({**p["task_settings"], "task": "repeat"}, p["seeds"])
+    return dict(lm=lm, task=task, drope=drope_grids(lm[0], p["drope_steps"]) + drope_grids(task[0], p["drope_steps"]))
+
 # %% ../nbs/05d_grids.ipynb #0597cca7
 def shared_runs(runs: dict, grid: Grid) -> list:
     "The keys of `runs` whose run is one of `grid`'s (the same config, so the same folder): the runs a table reuses."
@@ -193,4 +229,5 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
         "10_how_nopos_counts": twins,
         "11_length_generalisation": [task_grid(p["task_settings"], p["tasks"], p["task_encodings"], seeds)],
         "12_start_token_and_budget": start_and_budget_grids(p),
+        "13_modern_positions": [grid for grids in modern_grids(p).values() for grid in grids],
     }

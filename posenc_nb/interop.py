@@ -62,7 +62,17 @@ def check_mappable(config: ModelConfig) -> ModelConfig:
     if config.start_token is not None:
         raise ValueError("a model with a start_token cannot be opened in TransformerLens: it puts the token before every "
                          "input inside its forward pass, and the bridge's blocks take the inputs as given")
+    if config.nopos_layers is not None:
+        raise ValueError("a model with nopos_layers cannot be opened in TransformerLens: its native model gives every layer "
+                         "the same positions")
+    if config.pos_options.get("attn_scale"):
+        raise ValueError("NoPos with attn_scale cannot be opened in TransformerLens: its native model scales no query by "
+                         "its position; use attn_scale=0")
     scaling, base = config.pos_options.get("scaling", "none"), config.pos_options.get("base", 0.0)
+    fraction = config.pos_options.get("fraction", 1.0)
+    if fraction < 1 and (scaling != "none" or (base or ENCODINGS["rope"].options["base"]) ** fraction % 1):
+        raise ValueError(f"partial RoPE (fraction={fraction}) opens in TransformerLens as rotary_dim = fraction x head_dim "
+                         "with an integer rotary base = base^fraction and no scaling; pick a base whose power is whole")
     if scaling not in ROPE_SCALING_TYPES:
         raise ValueError(f"RoPE with scaling={scaling!r} cannot be opened in TransformerLens: its rotary embeddings "
                          f"have no such scaling; the scalings it can hold are {', '.join(ROPE_SCALING_TYPES)}, and {can}")
@@ -84,7 +94,9 @@ def bridge_config(config: ModelConfig, n_ctx: int):
         positional_embedding_type="rotary" if rotary else "standard", model_name=f"posenc_nb-{config.pos_encoding}")
     if rotary:
         options = ENCODINGS["rope"].check_options(config.pos_options)
-        cfg.rotary_dim, cfg.rotary_base, cfg.rotary_adjacent_pairs = config.head_dim, int(options["base"]), True
+        fraction = options["fraction"]  # partial RoPE: the same rotations, their base over the rotated dimensions
+        cfg.rotary_dim, cfg.rotary_base = round(fraction * config.head_dim), round(options["base"] ** fraction)
+        cfg.rotary_adjacent_pairs = True
         if kind := ROPE_SCALING_TYPES[options["scaling"]]:
             cfg.rope_scaling = {"rope_type": kind, "factor": options["factor"]}
     return cfg
@@ -197,7 +209,7 @@ def block_differences(cfg) -> dict[str, tuple]:
         d_vocab_out=(cfg.d_vocab_out if cfg.d_vocab_out > 0 else cfg.d_vocab, cfg.d_vocab),
         attn_scale=(cfg.attn_scale if cfg.use_attn_scale and cfg.attn_scale > 0 else math.sqrt(head_dim), math.sqrt(head_dim)),
         soft_caps=(max(cfg.attn_scores_soft_cap or 0, cfg.output_logits_soft_cap or 0) > 0, False),
-        rotary_dim=(cfg.rotary_dim or head_dim, head_dim))
+        rotary_dim=(rotary := cfg.rotary_dim or head_dim, rotary if rotary % 2 == 0 and rotary <= head_dim else head_dim))
     return {field: pair for field, pair in found_needed.items() if pair[0] != pair[1]}
 
 
@@ -210,7 +222,9 @@ def bridge_encoding(bridge) -> dict:
         if ours is None:
             raise ValueError(f"rope_scaling {scaling} has no counterpart among our RoPE scalings; TransformerLM holds "
                              f"{', '.join(f'{k} ({v})' for k, v in ROPE_SCALING_TYPES.items())}")
-        name, options = "rope", dict(base=float(cfg.rotary_base), scaling=ours, factor=float(scaling.get("factor", 1.0)))
+        fraction = (cfg.rotary_dim or cfg.d_head) / cfg.d_head  # partial RoPE: our base, raised back from the rotated dimensions
+        name, options = "rope", dict(base=float(cfg.rotary_base) ** (1 / fraction), scaling=ours,
+                                     factor=float(scaling.get("factor", 1.0)), fraction=fraction)
     else:
         hooks = [[h.user_hook for h in block.attn.hook_pattern.fwd_hooks if isinstance(h.user_hook, BiasedPattern)]
                  for block in bridge.blocks]

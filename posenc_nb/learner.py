@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import record_function
 
-from .checkpoint import load_optimizer, load_weights
+from .checkpoint import load_optimizer, load_parent, load_weights
 from .checksums import check_inputs
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
@@ -167,13 +167,15 @@ def _token_streams(cfg: TrainConfig, progress: bool) -> tuple[list, SpecialIds]:
 def start_model(cfg: TrainConfig, device: torch.device, out_dir: Path | None = None,
                 meta: dict | None = None) -> tuple[TransformerLM, torch.optim.AdamW]:
     """`cfg`'s model on `device` and its optimizer, initialised from `cfg.seed` (the same weights in every process), then
-    given the weights and optimizer state of the checkpoint `meta` in `out_dir`, if any."""
+    given the weights and optimizer state of the checkpoint `meta` in `out_dir`, if any; else its `parent`'s weights."""
     torch.manual_seed(cfg.seed)
     model = TransformerLM(cfg.model_config()).to(device)
     optimizer = make_optimizer(model, cfg)
     if meta:
         load_weights(model, out_dir, meta)
         load_optimizer(optimizer, out_dir, meta)
+    elif cfg.parent:  # a fresh optimizer: the child's schedule starts at its own step 0
+        load_parent(model, cfg.parent)
     return model, optimizer
 
 

@@ -27,6 +27,8 @@ _COMMON = dict(
     mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
     start_token_encodings=["nopos", "learned"],  # trained again with a start token at the head of every window (12)
     budget_steps=None,  # the smaller budgets of the gap against the budget (12); None: an eighth, a quarter, half the core's
+    modern_settings={},  # TrainConfig keys the modern-positions models change (13); {}: the core recipe, its models reused
+    drope_steps=None,  # DroPE's recalibration (13); None: a tenth of its RoPE parent's steps
     online_corpora=["wikitext-103"],  # Table 1 rows that need the network; skipped with a note when offline
     corpora_settings={},  # TrainConfig fields Table 1 changes for its corpora other than `corpus` (none: the core recipe)
     sentence="The cat sat on the mat", shuffled_sentence="The mat cat on sat the",
@@ -76,7 +78,8 @@ PROFILES["smoke"] = dict(
     position_segments=4,
     mlm_settings={},
     budget_steps=[1, 2],  # with the core's 4: three budgets, so that the fit runs
-    task_settings=dict(TRAIN_PRESETS["smoke"], vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN),
+    modern_settings=dict(n_layer=2),  # a layer with positions and one without
+    task_settings=dict(TRAIN_PRESETS["smoke"], n_layer=2, vocab_size=TASK_VOCAB_SIZE, seq_len=TASK_SEQ_LEN),
     tasks=["repeat", "copy"],  # the counting link's task and one more
     task_encodings=["nopos", "alibi"],
     task_examples=4,
@@ -140,6 +143,8 @@ PROFILES["cpu"].update(
                        batch_size=64, lr=3e-3, min_lr=3e-4, warmup_steps=50, max_steps=500, eval_interval=500,
                        eval_batches=4, log_interval=50, checkpoint_interval=500),
     tasks=["repeat"],
+    # 13's 20 minutes: its own budget, set by time before any of its runs (at 6,000 steps, RoPE, the two hybrids and NoPos
+    modern_settings=dict(max_steps=1000),  # alone, three seeds each, are 72,000 steps: 48 minutes two at a time)
 )
 
 # %% ../nbs/02g_profiles.ipynb #f12ceeec
@@ -248,6 +253,7 @@ _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     (("sliding_stride",), or_null(positive_int_problem, "half the context")),
     *(((k,), positive_int_problem) for k in _COUNTS),
     (("train_jobs",), or_null(positive_int_problem, "one a usable core")),
+    (("drope_steps",), or_null(positive_int_problem, "a tenth of its parent's steps")),
     *(((k,), lambda s: None if len(s.split()) > 1 else f"must be a sentence of several words, got {s!r}")
       for k in ("sentence", "shuffled_sentence")),
 ]
@@ -287,6 +293,8 @@ _TOGETHER = [  # (the parameters a rule reads, the problem it finds in their val
      next(filter(None, (_config_problem({**base, "max_steps": n}) for n in steps)), None) or (
          None if max(steps) < TrainConfig.from_dict(base).max_steps else f"{steps} must stay below the core's max_steps")),
     (("train_lengths", "train_settings"), _train_lengths_problem),
+    (("modern_settings", "train_settings", "task_settings"), lambda changes, base, task: next(filter(None, (_config_problem(
+        {**keys, "pos_encoding": "rope", "nopos_layers": "every-2"}) for keys in ({**base, **changes}, {**task, "task": "repeat"}))), None)),
     (("shuffled_sentence", "sentence"), lambda shuffled, sentence: None if sorted(shuffled.split()) == sorted(sentence.split())
      else f"{shuffled!r} is not a shuffle of the words of {sentence!r}"),
 ]
@@ -312,6 +320,8 @@ class ExperimentParameters(Checked):
     mlm_encodings: list[str]
     start_token_encodings: list[str]  # trained again with a start token (12)
     budget_steps: list[int] | None  # the budgets below the core's (12; None: an eighth, a quarter, half)
+    modern_settings: dict  # keys the modern-positions models change (13)
+    drope_steps: int | None  # DroPE's recalibration steps (13; None: a tenth of its parent's)
     beyond_encodings: list[str] | None
     rope_scalings: list[str]
     train_lengths: list[int]  # Table 3's

@@ -26,8 +26,8 @@ __all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIM
            'markdown_table', 'label', 'StaleTable', 'read_table', 'budget_table', 'extrapolation_table',
            'context_use_table', 'settings_table', 'probe_table', 'mlm_table', 'order_use_table', 'word_order_table',
            'loss_by_position_table', 'beyond_table', 'attention_scale_table', 'counting_table',
-           'length_generalisation_table', 'start_token_table', 'gap_budget_table', 'notebook_verdicts', 'render',
-           'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
+           'length_generalisation_table', 'start_token_table', 'gap_budget_table', 'modern_table', 'notebook_verdicts',
+           'render', 'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
 
 # %% ../nbs/06b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
@@ -257,6 +257,21 @@ def gap_budget_table(figures: Path) -> str:
             table.loc[f"bytes to reach {r.target} ({r.target_gap:.4f})", arm] = _reach(r.bytes, r.bytes_near, r.bytes_far)
     return markdown_table(table.fillna("n/a").rename(columns=GAP_ARMS))
 
+# %% ../nbs/06b_report.ipynb #e42j0002
+def modern_table(figures: Path) -> str:
+    "Per variant of the modern-positions notebook: perplexity by length, its degradation, the probe, the repeat task."
+    ppl = read_table(figures, "modern_perplexity.csv", ["variant", "seed", "context_length", "perplexity", "train_length"])
+    probe = read_table(figures, "modern_probe.csv", ["variant", "probe_mad", "middle_mad"]).groupby("variant")
+    repeat = read_table(figures, "modern_repeat.csv", ["variant", "split", "accuracy"]).query("split == 'test'")
+    table = _mean_std(ppl, ["variant", "context_length"], "perplexity", 2).pivot(index="variant", columns="context_length",
+                                                                                 values="text")
+    means, train_len = ppl.groupby(["variant", "context_length"]).perplexity.mean().unstack(), ppl.train_length.iloc[0]
+    table[f"{means.columns.max()} / {train_len}"] = (means[means.columns.max()] / means[train_len]).map("{:.2f}".format)
+    table["probe / middle guess"] = (probe.probe_mad.mean() / probe.middle_mad.mean()).map("{:.2f}".format)
+    table["repeat, past training"] = repeat.groupby("variant").accuracy.mean().map("{:.2f}".format)
+    table.insert(0, "seeds", ppl.groupby("variant").seed.nunique())
+    return markdown_table(table.loc[list(dict.fromkeys(ppl.variant))].fillna("n/a"))
+
 # %% ../nbs/06b_report.ipynb #dfc48dfb
 TABLES = {
     "budget": budget_table,
@@ -276,6 +291,7 @@ TABLES = {
     "length_generalisation": length_generalisation_table,
     "start_token": start_token_table,
     "gap_budget": gap_budget_table,
+    "modern": modern_table,
 }
 
 # %% ../nbs/06b_report.ipynb #ebdae80e

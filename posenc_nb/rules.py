@@ -16,7 +16,7 @@ from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, power_law_fit, power
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'STATEMENTS', 'BLOG_ORDER', 'MASKED_COLLAPSE', 'TABLE_ARMS',
            'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'paper_gaps', 'untested', 'competitive', 'extrapolation',
            'size_trend', 'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation',
-           'start_token', 'gap_closes']
+           'start_token', 'gap_closes', 'hybrid_quality', 'hybrid_extrapolates', 'drope_extends']
 
 # %% ../nbs/05c_rules.ipynb #3b485f34
 BYTES_PER_TOKEN = {"pile": 1 / 0.29335, "wikitext-103": 545_141_915 / 103_227_021}
@@ -307,3 +307,57 @@ def gap_closes(train_bytes, gaps) -> Claim:
     return Claim(**STATEMENTS["gap_closes"], status=status,
                  ours=f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g}: slope "
                       f"{fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); the line reaches {reach}")
+
+# %% ../nbs/05c_rules.ipynb #e42g0002
+_MODERN = "not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every 4th "
+STATEMENTS |= {
+    "hybrid_quality": dict(
+        claim="Layers without positions among RoPE layers keep RoPE's quality at the training length",
+        paper=_MODERN + "(sliding-window RoPE on the others)",
+        rule=f"the hybrid's loss at the training length minus RoPE's (a value per seed): above zero beyond the seed spread "
+             f"(Welch's {LEVEL:.0%} t interval) does not reproduce; within it, or below, reproduces; one seed, not established"),
+    "hybrid_extrapolates": dict(
+        claim="Layers without positions among RoPE layers degrade less than RoPE past the training length",
+        paper=_MODERN + "and report a longer usable context than RoPE everywhere",
+        rule=f"perplexity at the longest length over perplexity at the training length (a value per seed): the hybrid's below "
+             f"RoPE's beyond the seed spread (Welch's {LEVEL:.0%} t interval) reproduces; above it beyond it does not; within "
+             "it (or one seed), not established"),
+    "drope_extends": dict(
+        claim="Dropping RoPE after training (DroPE) extends its usable context",
+        paper="not in the paper; Gelberg et al. (2025) remove RoPE from a trained model, recalibrate it briefly and report a "
+              "longer usable context",
+        rule="perplexity at the longest length over perplexity at the training length, DroPE's minus its RoPE parent's "
+             f"(paired, seed by seed): below zero beyond the {LEVEL:.0%} t interval reproduces; above zero beyond it does "
+             "not; within it (or one seed), not established; the cost at the training length is stated"),
+}
+
+# %% ../nbs/05c_rules.ipynb #e42g0004
+def _beyond(gap: dict) -> str:
+    "A `seed_gap` below zero beyond its spread reproduces, above it does not, within it (or one seed) is not established."
+    return "not established" if not gap["real"] else "reproduces" if gap["gap"] < 0 else "does not reproduce"
+
+
+def hybrid_quality(name: str, hybrid_loss, rope_loss) -> Claim:
+    "Hybrid `name`'s loss at the training length (nats a byte, a value per seed) against RoPE's."
+    gap = seed_gap(hybrid_loss, rope_loss)
+    status = _settled(gap, "does not reproduce" if gap["real"] and gap["gap"] > 0 else "reproduces")
+    return Claim(**STATEMENTS["hybrid_quality"] | dict(claim=f"{STATEMENTS['hybrid_quality']['claim']}: {name}"), status=status,
+                 ours=f"{name} {np.mean(hybrid_loss):.3f} nats a byte, RoPE {np.mean(rope_loss):.3f} ({gap['gap']:+.3f}, {gap['verdict']})")
+
+
+def hybrid_extrapolates(name: str, hybrid_ratio, rope_ratio, longest: int, length: int) -> Claim:
+    "Hybrid `name`'s perplexity at `longest` over that at the training `length` (a value per seed) against RoPE's."
+    gap = seed_gap(hybrid_ratio, rope_ratio)
+    return Claim(**STATEMENTS["hybrid_extrapolates"] | dict(claim=f"{STATEMENTS['hybrid_extrapolates']['claim']}: {name}"),
+                 status=_beyond(gap), ours=f"perplexity at {longest} over at {length}: {name} {np.mean(hybrid_ratio):.2f}, "
+                                           f"RoPE {np.mean(rope_ratio):.2f} ({gap['gap']:+.2f}, {gap['verdict']})")
+
+
+def drope_extends(drope_ratio, rope_ratio, drope_loss, rope_loss, longest: int, length: int) -> Claim:
+    """DroPE's ratio of perplexity at `longest` to that at `length` against its RoPE parents' (a value per seed, parents and
+    children in the same order), and both models' loss at `length` (nats a byte): the cost it states."""
+    gap = seed_gap(drope_ratio, rope_ratio, paired=True)
+    return Claim(**STATEMENTS["drope_extends"], status=_beyond(gap),
+                 ours=f"perplexity at {longest} over at {length}: DroPE {np.mean(drope_ratio):.2f}, its RoPE parents "
+                      f"{np.mean(rope_ratio):.2f} ({gap['gap']:+.2f}, {gap['verdict']}); at {length} DroPE costs "
+                      f"{np.mean(drope_loss) - np.mean(rope_loss):+.3f} nats a byte")

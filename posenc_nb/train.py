@@ -14,7 +14,7 @@ import shutil
 import sys
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -31,7 +31,7 @@ from .utils import EXIT_STATUS, file_lock, run_command, unwritable
 
 # %% auto #0
 __all__ = ['prepare_run_folder', 'event_writer', 'append_metrics', 'RunLog', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted',
-           'train', 'main']
+           'train', 'drope', 'main']
 
 # %% ../nbs/03e_train.ipynb #96aacabb
 def prepare_run_folder(out_dir: Path, meta: dict | None, force: bool):
@@ -212,6 +212,19 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
                 raise TrainingInterrupted(out_dir, done, (read_meta(out_dir) or {}).get("step")) from None
             raise
         return Run(cfg, out_dir, trainer.step, trainer.finished, trainer.device)  # the model loads when used
+
+# %% ../nbs/03e_train.ipynb #e42e0002
+def drope(parent: Run | TrainConfig, steps: int | None = None) -> TrainConfig:
+    """DroPE's run of the RoPE run `parent` (a run, or the config of one in its default folder): its config without
+    positions, from its final weights, for `steps` (default a tenth of its)."""
+    cfg, folder = (parent.config, parent.out_dir.resolve()) if isinstance(parent, Run) else (parent, run_dir(parent).resolve())
+    if cfg.pos_encoding != "rope" or cfg.nopos_layers is not None:
+        raise ValueError(f"DroPE drops RoPE from a model trained with it on every layer; {folder.name} was trained with "
+                         f"{cfg.pos_encoding}{' and layers without positions' * (cfg.nopos_layers is not None)}")
+    steps = steps or max(1, cfg.max_steps // 10)
+    named = folder.name if folder.parent == run_dir(cfg).parent.resolve() else str(folder)  # a name under the runs folder, or a path
+    return replace(cfg, pos_encoding="nopos", pos_options=None, parent=named, max_steps=steps,
+                   warmup_steps=min(cfg.warmup_steps, steps))
 
 # %% ../nbs/03e_train.ipynb #b8092e4b
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,8 @@
 """Every registered encoding checked by what its maths promises, and proof that a new encoding is one class in one place.
 
-The properties: a causal model never sees the future; the encodings that are functions of m - n give position scores that
-depend on m - n alone; the fused and explicit attention paths agree, gradients included; a bidirectional model is
-permutation-equivariant exactly when it has no positions. Each encoding's own formulas are checked in nbs/01_encodings.
+The properties: a causal model never sees the future (nor do the hybrids, partial RoPE and the temperature); the
+encodings that are functions of m - n give position scores that depend on m - n alone; the fused and explicit attention
+paths agree, gradients included; a bidirectional model is permutation-equivariant exactly when it has no positions. Each encoding's own formulas are checked in nbs/01_encodings.
 """
 import dataclasses
 from functools import partial
@@ -29,14 +29,18 @@ from support import SMALL as SHARED_SMALL
 SMALL = dataclasses.replace(SHARED_SMALL, max_len=16)  # a short table: its limit shows within a few tokens
 SCALINGS = [kind for kind in ROPE_SCALINGS if kind != "none"]
 # (encoding, options): every registered encoding with its defaults, the original Transformer's sinusoidal table, RoPE rescaled at inference
-VARIANTS = ([(name, {}) for name in ENCODINGS] + [("sinusoidal", dict(table="vaswani"))]
+VARIANTS = ([(name, {}) for name in ENCODINGS] + [("sinusoidal", dict(table="vaswani")), ("rope", dict(fraction=0.5))]
             + [("rope", dict(scaling=kind, factor=4.0)) for kind in SCALINGS])
+WARM = dict(attn_scale=0.1, floor_scale=4.0)  # Llama 4's temperature, acting within a few tokens
+# (encoding, options, model keys): the above, then layers without positions among RoPE layers and the temperature
+MODELS = ([(name, options, {}) for name, options in VARIANTS] + [("nopos", WARM, {}), ("rope", {}, dict(nopos_layers="last")),
+          ("rope", dict(fraction=0.5), dict(nopos_layers=[0], nopos_options=WARM))])
 DISTANCE_ONLY = {"nopos", "rope", "alibi", "t5", "kerple", "xpos"}  # what the maths says; FIRE normalises by the query
 
 
 def variant_id(variant):
-    name, options = variant
-    return "-".join([name, *map(str, options.values())])
+    name, options, *keys = variant
+    return "-".join([name, *map(str, options.values()), *(f"{k}={v}" for k, v in (keys or [{}])[0].items())])
 
 
 def longest(name: str) -> int:
@@ -53,11 +57,12 @@ def make(name, options=None, causal=True, **overrides):
     return model.eval()
 
 
-@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+@pytest.mark.parametrize("variant", MODELS, ids=variant_id)
 def test_causal_outputs_ignore_later_tokens(variant):
     "Changing token t + 1 leaves the outputs up to t unchanged, on both attention paths, beyond max_len where allowed."
-    model = make(*variant)
-    idx = torch.randint(0, SMALL.vocab_size, (2, longest(variant[0])))
+    name, options, keys = variant
+    model = make(name, options, **keys)
+    idx = torch.randint(0, SMALL.vocab_size, (2, longest(name)))
     t = idx.shape[1] - 3
     changed = idx.clone()
     changed[:, t + 1] = (changed[:, t + 1] + 1) % SMALL.vocab_size
@@ -68,7 +73,7 @@ def test_causal_outputs_ignore_later_tokens(variant):
             torch.testing.assert_close(after[:, : t + 1], before[:, : t + 1], atol=0, rtol=0)
             assert not torch.allclose(after[:, t + 1 :], before[:, t + 1 :])
     with torch.no_grad():  # without the causal mask, every output sees the change
-        two_way = make(*variant, causal=False)
+        two_way = make(name, options, causal=False, **keys)
         assert not torch.allclose(two_way(idx).logits[:, : t + 1], two_way(changed).logits[:, : t + 1])
 
 
@@ -96,11 +101,12 @@ def test_scores_depend_on_distance_alone_where_the_maths_says(variant):
 
 
 @pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("variant", VARIANTS, ids=variant_id)
+@pytest.mark.parametrize("variant", MODELS, ids=variant_id)
 def test_fused_and_explicit_paths_agree_with_gradients(variant, causal, monkeypatch):
     "Query blocks included (block=8 over 3 x max_len); the encodings' own parameters get the same gradients on both paths."
-    model = make(*variant, causal=causal)
-    idx = torch.randint(0, SMALL.vocab_size, (2, longest(variant[0])))
+    name, options, keys = variant
+    model = make(name, options, causal=causal, **keys)
+    idx = torch.randint(0, SMALL.vocab_size, (2, longest(name)))
     grads = []
     for attentions in (False, True):
         model.zero_grad()

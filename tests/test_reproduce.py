@@ -32,11 +32,11 @@ ENCODINGS = SMOKE["encodings"]
 FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
            "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
            "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper", "attention_scale",
-           "length_generalisation", "length_generalisation_link", "start_token", "gap_budget",
+           "length_generalisation", "length_generalisation_link", "start_token", "gap_budget", "modern_positions",
            *(f"training_curves_{name}" for name in ["positive_arm", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
                                                      "table3_train_lengths", "probe", "mlm_control", "appendix",
                                                      "beyond_the_paper", "how_nopos_counts", "length_generalisation",
-                                                     "start_token_budget"])]
+                                                     "start_token_budget", "modern_positions"])]
 TABLES = {
     "positive_arm": ["permutation", "loss_intact", "loss_permuted", "permutation_cost", "probe_mad", "probe_median_mad", "middle_mad",
                      "passed"],
@@ -72,6 +72,10 @@ TABLES = {
     "start_token_segments": ["arm", "encoding", "bucket", "segment", "loss"],
     "gap_budget": ["arm", "steps", "train_bytes", "gap"],
     "gap_budget_fit": ["arm", "problem"],  # the smoke budgets are too few for a power law: the fit's columns are not written
+    "modern_perplexity": ["variant", "encoding", "seed", "context_length", "perplexity", "train_length"],
+    "modern_probe": ["variant", "seed", "probe_mad", "middle_mad"],
+    "modern_repeat": ["variant", "seed", "length", "accuracy", "split"],
+    "modern_positions": ["variant", "seeds", "ratio_512", "probe_share", "repeat_train", "repeat_test"],
 }
 
 
@@ -194,7 +198,8 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     _, figures, _, _ = smoke
     claims = read_claims(figures)
     assert set(claims.notebook) == {"01_extrapolation", "04_table2_model_sizes", "06_probe", "07_mlm_control", "08_appendix",
-                                    "09_beyond_the_paper", "11_length_generalisation", "12_start_token_and_budget"}
+                                    "09_beyond_the_paper", "11_length_generalisation", "12_start_token_and_budget",
+                                    "13_modern_positions"}
     untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (claims.notebook == "11_length_generalisation")
     assert claims[untrained].ours.str.contains("not among the tasks this run trains").all() and untrained.sum() == len(TASKS) - len(SMOKE["tasks"])
     assert (claims.status == "not tested").all() and claims[~untrained].ours.str.contains("the positive arm").all(), claims.ours.tolist()
