@@ -15,7 +15,7 @@ from posenc_nb.reproduce import experiment_notebooks, main
 
 # The grid functions of posenc_nb.grids that build a notebook's models (everything experiment_grids is made of).
 GRID_FUNCTIONS = ["core_grid", "masked_grid", "twin_runs", "corpora_grid", "sizes_grid", "lengths_grid",
-                  "beyond_grid", "task_grid", "start_and_budget_grids"]
+                  "beyond_grid", "task_grid", "start_and_budget_grids", "modern_grids"]
 
 
 def _calls(notebook) -> set[str]:
