@@ -262,13 +262,14 @@ def modern_table(figures: Path) -> str:
     "Per variant of the modern-positions notebook: perplexity by length, its degradation, the probe, the repeat task."
     ppl = read_table(figures, "modern_perplexity.csv", ["variant", "seed", "context_length", "perplexity", "train_length"])
     probe = read_table(figures, "modern_probe.csv", ["variant", "probe_mad", "middle_mad"]).groupby("variant")
-    repeat = read_table(figures, "modern_repeat.csv", ["variant", "split", "accuracy"]).query("split == 'test'")
+    repeat = read_table(figures, "modern_repeat.csv", ["variant", "split", "accuracy"]).pivot_table(
+        index="variant", columns="split", values="accuracy")
     table = _mean_std(ppl, ["variant", "context_length"], "perplexity", 2).pivot(index="variant", columns="context_length",
                                                                                  values="text")
     means, train_len = ppl.groupby(["variant", "context_length"]).perplexity.mean().unstack(), ppl.train_length.iloc[0]
     table[f"{means.columns.max()} / {train_len}"] = (means[means.columns.max()] / means[train_len]).map("{:.2f}".format)
     table["probe / middle guess"] = (probe.probe_mad.mean() / probe.middle_mad.mean()).map("{:.2f}".format)
-    table["repeat, past training"] = repeat.groupby("variant").accuracy.mean().map("{:.2f}".format)
+    table["repeat, training lengths"], table["repeat, past them"] = (repeat[s].map("{:.2f}".format) for s in ("train", "test"))
     table.insert(0, "seeds", ppl.groupby("variant").seed.nunique())
     return markdown_table(table.loc[list(dict.fromkeys(ppl.variant))].fillna("n/a"))
 
