@@ -324,7 +324,6 @@ def load_parent(model: TransformerLM, parent: str):
                               "it first (train its config again: it resumes), then start this run")
     try:
         model.load_state_dict(run.model.state_dict())
-    except RuntimeError:
-        raise ConfigError([("parent", f"{run.out_dir} holds a {run.config.model_config().n_layer}-layer model of width "
-                                      f"{run.config.model_config().d_model}, not this run's shape; continue a run of the same "
-                                      "model")]) from None
+    except RuntimeError as e:  # torch names the first weights that differ on its second line
+        raise ConfigError([("parent", f"{run.out_dir} holds weights that do not fit this run's model ({str(e).splitlines()[1].strip()}); "
+                                      "continue a run of the same shape, whose encoding has the same parameters")]) from None

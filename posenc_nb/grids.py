@@ -183,7 +183,7 @@ def _variant_grids(settings: dict, seeds) -> list[Grid]:
 def drope_grids(parents: Grid, steps: int | None = None) -> list[Grid]:
     "A grid of one DroPE run (`train.drope`) for each RoPE run of `parents`, trained once its parent has finished."
     children = [drope(cfg, steps) for (_, enc, _), cfg in parents.configs().items() if enc == "rope" and cfg.nopos_layers is None]
-    return [Grid(asdict(child), {"DroPE": {}}, ["nopos"], [child.seed]) for child in children if child.pos_options is None]
+    return [Grid(asdict(child), {"DroPE": {}}, ["nopos"], [child.seed]) for child in children]
 
 
 def modern_grids(p: dict) -> dict[str, list[Grid]]:
