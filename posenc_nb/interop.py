@@ -68,17 +68,18 @@ def check_mappable(config: ModelConfig) -> ModelConfig:
     if config.pos_options.get("attn_scale"):
         raise ValueError("NoPos with attn_scale cannot be opened in TransformerLens: its native model scales no query by "
                          "its position; use attn_scale=0")
-    scaling, base = config.pos_options.get("scaling", "none"), config.pos_options.get("base", 0.0)
-    fraction = config.pos_options.get("fraction", 1.0)
-    if fraction < 1 and (scaling != "none" or (base or ENCODINGS["rope"].options["base"]) ** fraction % 1):
-        raise ValueError(f"partial RoPE (fraction={fraction}) opens in TransformerLens as rotary_dim = fraction x head_dim "
-                         "with an integer rotary base = base^fraction and no scaling; pick a base whose power is whole")
+    if name != "rope":
+        return config
+    scaling, base, fraction = map(ENCODINGS["rope"].check_options(config.pos_options).get, ("scaling", "base", "fraction"))
     if scaling not in ROPE_SCALING_TYPES:
         raise ValueError(f"RoPE with scaling={scaling!r} cannot be opened in TransformerLens: its rotary embeddings "
                          f"have no such scaling; the scalings it can hold are {', '.join(ROPE_SCALING_TYPES)}, and {can}")
     if base != int(base):
         raise ValueError(f"RoPE with base={base} cannot be opened in TransformerLens: it stores the rotary base as an "
                          "integer; use an integer base")
+    if fraction < 1 and (scaling != "none" or base**fraction % 1):
+        raise ValueError(f"partial RoPE (fraction={fraction}) opens in TransformerLens as rotary_dim = fraction x head_dim "
+                         "with an integer rotary base = base^fraction and no scaling; pick a base whose power is whole")
     return config
 
 # %% ../nbs/07a_interop.ipynb #5a54a7e5
