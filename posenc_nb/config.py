@@ -252,6 +252,10 @@ TRAIN_PRESETS: dict[str, dict] = {
     # the chapters' examples: the models they train and share (one definition, so their run folders stay one)
     "example": dict(model="cpu-tiny", seq_len=64, batch_size=8, lr=3e-3, min_lr=3e-4, warmup_steps=5, max_steps=30,
                     eval_interval=10, eval_batches=2, log_interval=5, checkpoint_interval=10),
+    # the trainer's and the tools' examples: a two-layer model of width 32 on windows of 32, about a second a run
+    "tiny": dict(model="cpu-tiny", n_layer=2, n_head=2, d_model=32, vocab_size=2048, seq_len=32, batch_size=4, lr=3e-3,
+                 min_lr=3e-4, warmup_steps=5, max_steps=30, eval_interval=10, eval_batches=2, log_interval=5,
+                 checkpoint_interval=10),
 }
 
 # %% ../nbs/02d_config.ipynb #1d9b8a61

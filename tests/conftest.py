@@ -4,6 +4,11 @@ import pytest
 import torch
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: an end-to-end run (the smoke profile, torchrun, the site in Chromium); "
+                                       "-m 'not slow' skips them")
+
+
 @pytest.fixture
 def runs_root(tmp_path, monkeypatch):
     "Runs go to a scratch folder; one thread per process (and for the commands), steadier on a shared 2-core machine."

@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 import nbformat
+import pytest
 
 from posenc_nb.reproduce import EXPERIMENTS_DIR
 from posenc_nb.utils import REPO_ROOT
@@ -12,6 +13,7 @@ from posenc_nb.utils import REPO_ROOT
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
 
 
+@pytest.mark.slow
 def test_a_log_file_gets_a_plain_line_per_event_and_the_executed_copy_none(tmp_path):
     """stderr not a terminal (a pipe): a plain line per event, no carriage return; the cost first on stdout; the executed
     copy holds none of it, and shows the output folder as given, not the staging folder it was written into."""

@@ -94,6 +94,7 @@ def smoke(tmp_path_factory):
     return done, root / "figures", root / "runs", time.time() - start
 
 
+@pytest.mark.slow
 def test_smoke_runs_every_notebook(smoke):
     done, figures, _, seconds = smoke
     assert done.returncode == 0, done.stderr[-3000:]
@@ -108,6 +109,7 @@ def test_smoke_runs_every_notebook(smoke):
         assert not errors, f"{name}: {errors[0]['ename']}: {errors[0]['evalue']}"
 
 
+@pytest.mark.slow
 def test_smoke_writes_every_figure_and_table(smoke):
     _, figures, _, _ = smoke
     for name in FIGURES:
@@ -121,6 +123,7 @@ def test_smoke_writes_every_figure_and_table(smoke):
         assert table[columns].notna().any().all(), f"{name}.csv has a column with no value"
 
 
+@pytest.mark.slow
 def test_smoke_tables_cover_what_the_profile_asks(smoke):
     _, figures, _, _ = smoke
     train_len = SMOKE["train_settings"]["seq_len"]
@@ -163,6 +166,7 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     assert gaps.shared_keys_gap["causal"] < 1e-5  # over the keys both orders show a query, one block without positions is blind
 
 
+@pytest.mark.slow
 def test_smoke_reuses_trained_models(smoke):
     "The notebooks after the first retrain nothing they share: one run folder per distinct config."
     _, _, runs, _ = smoke
@@ -184,6 +188,7 @@ def test_smoke_reuses_trained_models(smoke):
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
+@pytest.mark.slow
 def test_smoke_trains_exactly_the_plan(smoke):
     "The run folders the notebooks leave are the plan's (`posenc-reproduce plan`), but for corpora that need the network."
     _, _, runs, _ = smoke
@@ -195,6 +200,7 @@ def test_smoke_trains_exactly_the_plan(smoke):
     assert trained == set(plan.run[~online & ~untried]) | (trained & set(plan.run[online])), sorted(trained ^ set(plan.run))
 
 
+@pytest.mark.slow
 def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     """The run gathers the notebooks' claims into claims.csv, every one gated by a positive arm (four-step smoke models fail
     it, so every claim is not tested, naming the check; a task the profile does not train says so), and writes a README
@@ -214,6 +220,7 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     assert readme["claims"].count("| not tested |") == len(claims)
 
 
+@pytest.mark.slow
 def test_executed_notebooks_name_no_machine_path(smoke):
     "The executed copies show results, not the runner's folders: no absolute path (the output folder is relative)."
     _, figures, runs, _ = smoke
@@ -223,6 +230,7 @@ def test_executed_notebooks_name_no_machine_path(smoke):
         assert not absolute and str(REPO_ROOT) not in text and str(runs) not in text, f"{notebook.name}: {absolute}"
 
 
+@pytest.mark.slow
 def test_torchrun_launcher_trains_first_and_the_notebook_only_analyses(tmp_path):
     "--launcher torchrun: posenc-train under torchrun (2 gloo processes) trains the notebook's runs, then the notebook runs."
     done = run_cli("--profile", "smoke", "--only", "02", "--launcher", "torchrun", "--nproc-per-node", "2",

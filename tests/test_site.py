@@ -21,7 +21,7 @@ NEEDS = [pytest.mark.skipif(bool(MISSING), reason=f"the docs extra is not instal
 
 def in_browser(test):
     "A test of the built site in Chromium: skipped, with the reason, where the docs extra or Chromium is missing."
-    for mark in NEEDS:
+    for mark in [*NEEDS, pytest.mark.slow]:
         test = mark(test)
     return test
 

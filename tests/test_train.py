@@ -250,6 +250,7 @@ def test_bad_config_lists_every_problem(tmp_path):
 TASK = dict(task="reverse", vocab_size=TASK_VOCAB_SIZE, seq_len=task_width("reverse"))  # a synthetic task in place of the corpus
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("data", [dict(objective="clm"), dict(objective="mlm"), TASK], ids=["clm", "mlm", "task"])
 def test_two_gloo_processes_match_one(tmp_path, data):
     config = write_config(tmp_path / "run.yaml", **data, max_steps=6, eval_interval=3, device="cpu")
