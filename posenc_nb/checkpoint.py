@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -27,7 +28,7 @@ from .utils import atomic_write, disk_full, file_in_the_way, project_dir, sha256
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder', 'check_same_config',
-           'load_weights', 'load_optimizer', 'Run', 'load_run', 'parent_folder', 'load_parent']
+           'load_weights', 'load_optimizer', 'pick_device', 'Run', 'load_run', 'parent_folder', 'load_parent']
 
 # %% ../nbs/03c_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
@@ -225,11 +226,20 @@ def load_optimizer(optimizer: torch.optim.Optimizer, out_dir: Path, meta: dict):
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def _device(device: str | torch.device | None) -> torch.device:
-    "The device `load_run` puts a model on: None is the CPU, \"auto\" cuda when available."
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device or "cpu")
+def pick_device(device: str | torch.device | None) -> torch.device:
+    """The device `device` stands for, where a run trains (`device=` of its config) or `load_run` puts it: None is the
+    CPU, "auto" cuda when available, "cuda" this process's GPU (torchrun's `LOCAL_RANK`); `ConfigError` if not here."""
+    if device is None or device == "auto":
+        device = "cuda" if device == "auto" and torch.cuda.is_available() else "cpu"
+    chosen = torch.device(device)
+    if chosen.type == "cuda" and chosen.index is None:
+        chosen = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    here = {"cpu": True, "mps": torch.backends.mps.is_available(),
+            "cuda": torch.cuda.is_available() and (chosen.index or 0) < torch.cuda.device_count()}
+    if not here.get(chosen.type, False):
+        raise ConfigError([("device", f"{str(device)!r} is not available on this machine ({torch.cuda.device_count()} CUDA "
+                                      f"device(s) seen by torch {torch.__version__}); use device=auto or device=cpu")])
+    return chosen
 
 
 def _dtype(dtype: str | torch.dtype | None) -> torch.dtype:
@@ -305,7 +315,7 @@ def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtyp
     except ConfigError as e:
         raise CheckpointError(f"{out_dir / 'meta.json'} holds a config this version cannot read: {e}") from None
     check_inputs(meta, cfg, out_dir)
-    run = Run(cfg, out_dir, meta["step"], meta["finished"], _device(device), _dtype(dtype))
+    run = Run(cfg, out_dir, meta["step"], meta["finished"], pick_device(device), _dtype(dtype))
     run.model  # loaded now
     return run
 

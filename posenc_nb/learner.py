@@ -18,7 +18,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import record_function
 
-from .checkpoint import load_optimizer, load_parent, load_weights
+from .checkpoint import load_optimizer, load_parent, load_weights, pick_device
 from .checksums import check_inputs
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
@@ -95,21 +95,6 @@ def validation_loss(model: nn.Module, batches: list, rows: int, autocast=nullcon
     model.train()
     return total / max(1, sum(n for *_, n in batches))
 
-# %% ../nbs/03d_learner.ipynb #72afe16a
-def _device(name: str) -> torch.device:
-    "The device `name` stands for (`auto`, `cuda`: this process's GPU when there is one); `ConfigError` if it is not here."
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-    here = {"cpu": True, "mps": torch.backends.mps.is_available(),
-            "cuda": torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()}
-    if not here.get(device.type, False):
-        raise ConfigError([("device", f"{name!r} is not available on this machine ({torch.cuda.device_count()} CUDA "
-                                      f"device(s) seen by torch {torch.__version__}); use device=auto or device=cpu")])
-    return device
-
 # %% ../nbs/03d_learner.ipynb #6a867c98
 @dataclass
 class Processes:
@@ -123,7 +108,7 @@ class Processes:
     @classmethod
     def join(cls, device: str) -> Processes:
         "The device named `device`, in torchrun's process group when `WORLD_SIZE` > 1 (NCCL on GPUs, gloo on CPU)."
-        device = _device(device)
+        device = pick_device(device)
         joined = int(os.environ.get("WORLD_SIZE", 1)) > 1 and not dist.is_initialized()
         if joined:
             if device.type == "cuda":
