@@ -1,6 +1,6 @@
 # Two entry points, each installs what it needs on a fresh machine:
 #   make reproduce   the main job: every experiment notebook on the offline corpus, cpu profile
-#   make test        nbdev_test over the notebooks, pytest tests/, and the export check
+#   make test        ruff, the export check, nbdev_test over the notebooks, and pytest tests/
 # and the companion site: make docs (into _docs/), make docs-test (the site in headless Chromium)
 PYTHON ?= python3
 VENV ?= .venv
@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 PROFILE ?= cpu
 TORCH_PIN := torch==2.13.0
 
-.PHONY: setup data test check-export nbtest site-deps pytest reproduce clean-runs docs-setup docs chromium docs-test notebook-metadata
+.PHONY: setup data test lint check-export nbtest site-deps pytest reproduce clean-runs docs-setup docs chromium docs-test notebook-metadata
 
 setup: $(VENV)/.installed
 
@@ -33,6 +33,10 @@ check-export: setup
 	  echo "nbdev_export changed posenc_nb/: edit the notebooks, export, and commit both."; rm -rf "$$snap"; exit 1; fi; \
 	rm -rf "$$snap"
 
+# ruff's lint (configured in pyproject.toml) over the library, the notebooks, the tests and the site's scripts
+lint: setup
+	$(BIN)/ruff check posenc_nb nbs tests
+
 nbtest: setup data
 	$(BIN)/nbdev_test --do_print --timing
 
@@ -47,7 +51,7 @@ site-deps: setup
 pytest: setup data site-deps
 	$(BIN)/python -m pytest -q -n auto --dist loadfile --durations=12 $(PYTEST_FLAGS) tests  # a worker a core, a file a worker
 
-test: check-export nbtest pytest
+test: lint check-export nbtest pytest
 
 reproduce: setup data
 	$(BIN)/posenc-reproduce --profile $(PROFILE)

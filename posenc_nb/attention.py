@@ -113,7 +113,7 @@ def plot_attention(amap: AttentionMap, ax=None, title: str | None = None):
 
 def plot_attention_grid(model, tokenizer, text, layers=None, heads=None, caption: str | None = None):
     "Attention maps of `text` for every (layer, head) in `layers` x `heads` (default: all), one panel each, one colour bar."
-    layers = [check_attention_layer(model, l) for l in (layers if layers is not None else range(1, model.config.n_layer + 1))]
+    layers = [check_attention_layer(model, layer) for layer in (layers if layers is not None else range(1, model.config.n_layer + 1))]
     heads = [check_head(model, h) for h in (heads if heads is not None else range(model.config.n_head))]
     if not layers or not heads:
         raise ValueError("nothing to draw: give at least one layer and one head (or None for all)")

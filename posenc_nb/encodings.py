@@ -9,7 +9,6 @@ import math
 from functools import partial
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from .utils import check_value, choice_problem, positive_int, suggest

@@ -24,7 +24,7 @@ from .probe import ProbeTraining, probe_layers
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              runs_unit, savefig, style_axes, token_unit)
 from .scores import final_val_loss, runs_perplexity, score_key, training_tokens, validation_baseline
-from .seeds import gap_trend, gap_verdicts, per_seed, seed_summary
+from .seeds import gap_trend, gap_verdicts, per_seed
 from .tokens import tokens_of
 from .utils import atomic_write, positive_int
 

@@ -188,7 +188,7 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     except PapermillExecutionError as e:  # the executed copy is whole, with the traceback
         with contextlib.suppress(OSError, ValueError):  # tidying it is secondary: the cell's error is the one to report
             _without_paths(output)
-        number, first_line = _failing_cell(notebook, e.source), next((l for l in e.source.splitlines() if l.strip()), "")
+        number, first_line = _failing_cell(notebook, e.source), next((line for line in e.source.splitlines() if line.strip()), "")
         raise ReproductionError(f"{notebook.stem} failed at cell {number or '?'} (`{first_line.strip()}`): {e.ename}: "
                                 f"{e.evalue}\nThe executed notebook, with the full traceback, is {output}",
                                 notebook.stem, number) from None

@@ -35,7 +35,7 @@ def example_cells():
         for cell in json.loads(path.read_text())["cells"]:
             source = "".join(cell["source"])
             if cell["cell_type"] == "code" and "| export" not in source.split("\n", 1)[0]:
-                yield path.name, cell.get("id"), "\n".join(l for l in source.splitlines() if not l.lstrip().startswith(("%", "!")))
+                yield path.name, cell.get("id"), "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
 
 
 def test_the_rule_finds_a_check_that_cannot_fail():

@@ -1,5 +1,6 @@
 "The project's own wiring: one list of requirements, described the same way for pip and for conda."
-import configparser, re
+import configparser
+import re
 from pathlib import Path
 
 import yaml

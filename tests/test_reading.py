@@ -1,6 +1,15 @@
 """What a reader meets opening the notebooks in JupyterLab: every notebook in the file browser, and none marked modified
 by being opened (JupyterLab writes its kernel's metadata into a notebook it opens; the notebooks store it already)."""
-import importlib.util, json, os, re, shutil, socket, subprocess, sys, time, urllib.request
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest

@@ -66,7 +66,7 @@ def test_each_verdict_is_its_own_paragraph():
     for path, found in blocks().items():
         for name, body in ((n, b) for n, b in found.items() if n.startswith("verdicts/")):
             lines = body.splitlines()
-            assert lines[::2] == [l for l in lines if l.startswith("> ")] and set(lines[1::2]) <= {">"}, (path, name)
+            assert lines[::2] == [line for line in lines if line.startswith("> ")] and set(lines[1::2]) <= {">"}, (path, name)
 
 
 def test_the_budget_total_is_the_sum_of_the_timings():

@@ -3,7 +3,14 @@
 Needs the `docs` extra (Sphinx, MyST-NB, Playwright) and Debian's `chromium`; `make docs-test` installs both and runs
 this file. Without them the browser tests are skipped, with the reason; the tests of how pages are staged from the
 notebooks and the README run everywhere. The site is built first unless `_docs/` is newer than all it is built from."""
-import functools, http.server, importlib.util, os, re, shutil, subprocess, threading
+import functools
+import http.server
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import threading
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
@@ -375,7 +382,7 @@ def test_home_page_takes_each_claim_from_the_results_page():
     assert "## Budget" not in pages["index.md"] and "## The cpu profile" in pages["setup.md"] and "### Budget" in pages["setup.md"]
     assert all(f"\n## {h}\n" in pages["setup.md"] for h in ("Developer guide", "Speed"))
     assert "(figures/notebooks/" not in pages["index.md"] + pages["setup.md"]  # pointed at the site's own pages
-    table = next(l for l in results.splitlines() if l.startswith("| ALiBi |"))
+    table = next(line for line in results.splitlines() if line.startswith("| ALiBi |"))
     assert table in pages["index.md"]  # the numbers are the results page's, copied at build time, never retyped
 
 

@@ -5,7 +5,14 @@ with Sphinx and MyST-NB into `_docs/`. Nothing is executed: pages show the outpu
 """
 from __future__ import annotations
 
-import ast, importlib, inspect, re, shutil, sys, textwrap, time
+import ast
+import importlib
+import inspect
+import re
+import shutil
+import sys
+import textwrap
+import time
 from pathlib import Path
 
 import nbformat
@@ -57,7 +64,7 @@ def directives(cell) -> dict[str, str]:
 
 def without_directives(source: str) -> str:
     "A code cell's source as a reader sees it in nbdev's docs: without its directive lines."
-    return "\n".join(l for l in source.splitlines() if not DIRECTIVE.match(l.strip())).strip("\n")
+    return "\n".join(line for line in source.splitlines() if not DIRECTIVE.match(line.strip())).strip("\n")
 
 
 def tidy_title(cell):

@@ -1,11 +1,11 @@
 "Sphinx configuration of the companion site; `nbs/_site/build.py` stages the pages and runs Sphinx with it."
+from importlib.util import find_spec
+from pathlib import Path
+
 project = "posenc_nb"
 author = "posenc_nb developers"
 copyright = "2026 onwards, posenc_nb developers"
 html_title = "posenc_nb: language models without positional encodings"
-
-from importlib.util import find_spec
-from pathlib import Path
 
 extensions = ["myst_nb"]
 # MathJax served by the site itself, not a CDN (read offline too): sphinx-mathjax-offline ships its files
