@@ -27,6 +27,7 @@ from .encodings import ENCODINGS, encoding_problem
 from .model import PRESETS, ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
 from .profiles import PROFILES
+from .report import markdown_table
 from .batches import lm_batch
 from .train import Trainer
 from .step_speed import (PRECISIONS, bench_train, matmul_peaks, plain_step, step_breakdown, timing_config,
@@ -37,8 +38,7 @@ from .utils import (EXIT_STATUS, choice_problem, each_entry, explained, or_null,
 
 # %% auto #0
 __all__ = ['PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MATMUL_LIMIT', 'measure_throughput',
-           'measure_overhead', 'measure_forward', 'bench_eval', 'markdown_table', 'train_goals', 'eval_goals',
-           'run_benchmark', 'main']
+           'measure_overhead', 'measure_forward', 'bench_eval', 'train_goals', 'eval_goals', 'run_benchmark', 'main']
 
 # %% ../nbs/07c_bench.ipynb #b6f4aceb
 def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None, peaks: dict | None = None) -> dict:
@@ -158,15 +158,6 @@ def bench_eval(
         table["memory_vs_nopos"] = table.peak_mib / table["T"].map(nopos.peak_mib)
     return table.set_index(["T", "encoding"])
 
-# %% ../nbs/07c_bench.ipynb #bafbbd71
-def markdown_table(df: pd.DataFrame, digits: int = 3) -> str:
-    "`df` (index included) as a GitHub markdown table, numbers to `digits` significant digits."
-    df = df.reset_index()
-    cell = lambda v: f"{v:.{digits}g}" if isinstance(v, float) else str(v)
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
-
 # %% ../nbs/07c_bench.ipynb #e366b778
 PAPER_ENCODINGS = ("nopos", "learned", "sinusoidal", "rope", "alibi")  # held to 10% of NoPos's training step; the others to 15%
 BFLOAT16_SPEEDUP = 2.0  # the goal for a bfloat16 training step of the paper's encodings, in float32 steps' tokens/s
@@ -225,7 +216,7 @@ def _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks,
     compiled = f"; compiled with torch.compile(backend={compile_backend!r}) beside" if compile_backend else ""
     return [f"### Training step per encoding and dtype ({preset}; forward, backward, AdamW), batch {batch_size} x {seq_len} "
             f"tokens, best of {steps}; MFU against each matmul peak; bf16_limit_ms: the step's model FLOPs at the bfloat16 "
-            f"peak, how fast it would be if all its work ran as a large bfloat16 matmul{compiled}", markdown_table(train), ""], \
+            f"peak, how fast it would be if all its work ran as a large bfloat16 matmul{compiled}", markdown_table(train, None, digits=3), ""], \
         train_goals(train)
 
 
@@ -235,7 +226,7 @@ def _breakdown_section(train_profile, dtypes, steps) -> tuple[list[str], list[st
     table = pd.concat({dtype: step_breakdown(replace(cfg, dtype=dtype), steps) for dtype in dtypes}, axis=1)
     table.columns = [f"{dtype} {column}" for dtype, column in table.columns]
     return [f"### Where a training step of the {train_profile} profile goes ({cfg.model}, {cfg.pos_encoding}, batch "
-            f"{cfg.batch_size} x {cfg.seq_len}): ms a step under torch.profiler, mean of {steps}", markdown_table(table), ""], []
+            f"{cfg.batch_size} x {cfg.seq_len}): ms a step under torch.profiler, mean of {steps}", markdown_table(table, None, digits=3), ""], []
 
 # %% ../nbs/07c_bench.ipynb #f10a929c
 def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[str], list[str]]:
@@ -247,7 +238,7 @@ def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[st
                                cpu_overhead_pct=overhead["cpu_overhead_pct"])]).set_index("profile")
     lines = [f"### Trainer on the {train_profile} profile's runs ({cfg.pos_encoding}, {cfg.objective}, batch {cfg.batch_size} "
              f"x {cfg.seq_len} tokens of {cfg.corpus}): tokens/s over {steps} steps; ms per step against a bare "
-             f"loop, median of {rounds} alternating pairs, logging every step", markdown_table(table), ""]
+             f"loop, median of {rounds} alternating pairs, logging every step", markdown_table(table, None, digits=3), ""]
     return lines, [f"- trainer bookkeeping under 5% of a step: {overhead['overhead_pct']:+.1f}% wall-clock "
                    f"({overhead['cpu_overhead_pct']:+.1f}% CPU time) -> {_verdict(overhead['overhead_pct'] < 5)}"]
 
@@ -258,7 +249,7 @@ def _side_by_side_section(train_profile, side_steps) -> tuple[list[str], list[st
     timing = time_side_by_side(asdict(cfg), runs=2, threads=len(os.sched_getaffinity(0)))  # one after the other on every core
     lines = [f"### Two models of the {train_profile} profile ({cfg.pos_encoding}, {cfg.dtype}, {side_steps} steps each) side "
              f"by side, one thread each, against one after the other on {timing['threads']} threads",
-             markdown_table(pd.DataFrame([timing]).set_index("runs")), ""]
+             markdown_table(pd.DataFrame([timing]).set_index("runs"), None, digits=3), ""]
     return lines, [f"- two models side by side faster than one after the other: {timing['speedup']:.2f}x -> "
                    f"{_verdict(timing['speedup'] > 1)}"]
 
@@ -267,7 +258,7 @@ def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> 
     "The report's lines and goals for long-context forward passes."
     evals = bench_eval(preset, lengths, max_len=seq_len, encodings=encodings, repeats=repeats, rounds=eval_rounds)
     return [f"### Forward pass ({preset}), batch 1, no grad, best of at least {repeats} (and 1 s) in each of {eval_rounds} "
-            "rounds taken in turns; peak = resident memory above the model, median of the rounds", markdown_table(evals), ""], eval_goals(evals)
+            "rounds taken in turns; peak = resident memory above the model, median of the rounds", markdown_table(evals, None, digits=3), ""], eval_goals(evals)
 
 # %% ../nbs/07c_bench.ipynb #b8d0f2a4
 def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 128, steps: int = 15,

@@ -30,10 +30,13 @@ __all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIM
            'render', 'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
 
 # %% ../nbs/06b_report.ipynb #d4bd15b4
-def markdown_table(df: pd.DataFrame, index_header: str = "") -> str:
-    "`df` (its index as the first column, headed `index_header`) as a GitHub markdown table."
-    header = [index_header, *map(str, df.columns)]
-    rows = [[str(index), *map(str, values)] for index, values in zip(df.index, df.itertuples(index=False))]
+def markdown_table(df: pd.DataFrame, index_header: str | None = "", digits: int | None = None) -> str:
+    """`df` as a GitHub markdown table: its index first, headed `index_header` (None: headed by the index's names, a level
+    a column), and floats to `digits` significant digits where given."""
+    cell = lambda v: f"{v:.{digits}g}" if digits and isinstance(v, float) else str(v)
+    index_cells = lambda index: map(cell, index if isinstance(index, tuple) else (index,))
+    header = [*map(str, df.index.names if index_header is None else [index_header]), *map(str, df.columns)]
+    rows = [[*index_cells(index), *map(cell, values)] for index, values in zip(df.index, df.itertuples(index=False))]
     return "\n".join("| " + " | ".join(cells) + " |" for cells in [header, ["---"] * len(header), *rows])
 
 
