@@ -5,7 +5,7 @@ import torch
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: an end-to-end run (the smoke profile, torchrun, the site in Chromium); "
+    config.addinivalue_line("markers", "slow: an end-to-end run (the smoke profile, torchrun, the site in Chromium, the benchmark); "
                                        "-m 'not slow' skips them")
 
 

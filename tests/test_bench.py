@@ -46,6 +46,7 @@ def test_an_out_that_cannot_be_written_is_refused_before_the_benchmark(capsys, o
     assert f"--out: {said}" in err and "--out bench.md" in err, err
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_the_report(tmp_path):
     report = posenc_bench("sections=[train, eval]", "preset=cpu-tiny", "batch_size=2", "seq_len=16", "steps=1",
                           "lengths=[16, 32]", "repeats=1", "eval_rounds=1", "encodings=[nopos, learned, alibi, t5]",
@@ -58,6 +59,7 @@ def test_tiny_run_writes_the_report(tmp_path):
     assert "### Trainer" not in report and "trainer bookkeeping" not in report  # a section not asked for
 
 
+@pytest.mark.slow
 def test_trainer_section_alone(tmp_path):
     report = posenc_bench("sections=[trainer]", "train_profile=smoke", "steps=2", "rounds=2", "--out", str(tmp_path / "bench.md"))
     assert "### Trainer on the smoke profile's runs" in report and "| smoke | cpu-tiny |" in report
@@ -65,6 +67,7 @@ def test_trainer_section_alone(tmp_path):
     assert "### Training step per encoding" not in report and "### Forward pass" not in report
 
 
+@pytest.mark.slow
 def test_compiled_training_step_on_request(tmp_path):
     "compile_backend times each training step compiled as well (the `eager` backend: the plumbing without code generation)."
     report = posenc_bench("sections=[train]", "preset=cpu-tiny", "batch_size=2", "seq_len=16", "steps=1", "encodings=[nopos, fire]",

@@ -588,6 +588,7 @@ def test_ctrl_c_while_a_command_loads(tmp_path, prog, signum):
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkeypatch):
     """A Ctrl-C while a notebook runs in its kernel: one message, and what the last complete run published is kept.
     Before: the kernel, stopped as it replied to the interrupted cell, printed a ZMQError traceback first."""

@@ -139,6 +139,7 @@ def test_a_file_that_cannot_be_read_names_itself_and_the_remedy(tmp_path, pile, 
     assert "codec" not in message and not list((tmp_path / "data" / "corpora").glob("*/complete.json"))
 
 
+@pytest.mark.slow
 def test_the_experiments_run_on_it(tmp_path, pile, gpt2_like):
     "The paper's Pile setup through `posenc-reproduce`: corpus and tokenizer as overrides, every token load through that tokenizer."
     size = read_tokenizer(gpt2_like).get_vocab_size()
