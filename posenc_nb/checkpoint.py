@@ -20,7 +20,7 @@ from torch import nn
 
 from .checksums import CheckpointError, check_inputs, input_checksums
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
-from .metrics import read_metrics
+from .training_log import read_metrics
 from .model import MODEL_VERSION, TransformerLM
 from .model_cache import resident_model
 from .tokens import tokenizer_of

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shlex
@@ -23,15 +22,14 @@ from .checkpoint import (Run, check_run_folder, check_same_config, load_run, rea
                                   save_checkpoint)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .learner import Learner, Processes, lr_at
-from .metrics import truncate_metrics
+from .training_log import append_metrics, event_writer, truncate_metrics
 from .model import position_token_ratio
 from .model_cache import unload_model
 from .published_corpora import data_dir
 from .utils import EXIT_STATUS, file_lock, run_command, unwritable
 
 # %% auto #0
-__all__ = ['prepare_run_folder', 'event_writer', 'append_metrics', 'RunLog', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted',
-           'train', 'drope', 'main']
+__all__ = ['prepare_run_folder', 'RunLog', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted', 'train', 'drope', 'main']
 
 # %% ../nbs/03e_train.ipynb #96aacabb
 def prepare_run_folder(out_dir: Path, meta: dict | None, force: bool):
@@ -45,25 +43,6 @@ def prepare_run_folder(out_dir: Path, meta: dict | None, force: bool):
               "meta.json deleted): weights without their checksums are removed, and the run starts from step 0.", file=sys.stderr)
     remove_unreferenced(out_dir)
     truncate_metrics(out_dir / "metrics.jsonl", meta["step"] if meta else 0)
-
-
-def event_writer(out_dir: Path, step: int):
-    "A TensorBoard writer of the events of `out_dir`'s run after `step` (where a resumed run goes on), or None without tensorboard."
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # optional: metrics.jsonl holds the same numbers
-        return None
-    return SummaryWriter(str(out_dir.parent / "tensorboard" / out_dir.name), purge_step=step + 1)
-
-
-def append_metrics(file, events, line: dict):
-    "Append `line` to the open metrics.jsonl `file`, and its numbers to `events` (a TensorBoard writer, or None) at its step."
-    file.write(json.dumps(line) + "\n")
-    file.flush()
-    if events is not None:
-        for key, value in line.items():
-            if key != "step":
-                events.add_scalar(key, value, line["step"])
 
 # %% ../nbs/03e_train.ipynb #e4771b51
 class RunLog:

@@ -33,7 +33,7 @@ from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
-from posenc_nb.metrics import read_metrics
+from posenc_nb.training_log import read_metrics
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import probe_layers
 from posenc_nb.profiles import PROFILES, check_parameters

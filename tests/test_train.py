@@ -19,7 +19,7 @@ import torch
 
 from posenc_nb.checkpoint import CheckpointError, read_meta
 from posenc_nb.config import TrainConfig
-from posenc_nb.metrics import read_metrics
+from posenc_nb.training_log import read_metrics
 from posenc_nb.tasks import TASK_VOCAB_SIZE, task_width
 from posenc_nb.train import TrainingDiverged, main, train
 from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
