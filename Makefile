@@ -44,7 +44,7 @@ nbtest: setup data
 # (Debian's chromium, as root or through a sudo that asks no password) and otherwise runs every other test, those
 # skipped with the reason. A contributor skips the slowest tests with: make pytest PYTEST_FLAGS='-m "not slow"'
 site-deps: setup
-	@{ $(MAKE) --no-print-directory chromium SUDO="$(if $(filter 0,$(shell id -u)),,sudo -n)" && \
+	@{ $(MAKE) --no-print-directory chromium SUDO="$(SUDO:sudo=sudo -n)" && \
 	   $(MAKE) --no-print-directory docs-setup; } || \
 	 echo "make test: the site's browser tests will be skipped (Chromium or the docs extra is missing: see above)" >&2
 

@@ -229,8 +229,10 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 def pick_device(device: str | torch.device | None) -> torch.device:
     """The device `device` stands for, where a run trains (`device=` of its config) or `load_run` puts it: None is the
     CPU, "auto" cuda when available, "cuda" this process's GPU (torchrun's `LOCAL_RANK`); `ConfigError` if not here."""
-    if device is None or device == "auto":
-        device = "cuda" if device == "auto" and torch.cuda.is_available() else "cpu"
+    if device is None:
+        device = "cpu"
+    elif device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     chosen = torch.device(device)
     if chosen.type == "cuda" and chosen.index is None:
         chosen = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
