@@ -29,7 +29,8 @@ __all__ = ['POWER_LAWS', 'FLOOR_LAW', 'LAYER_AXIS', 'LEGEND_BELOW', 'visible_key
            'spread_by_position', 'law_curve', 'power_law_fits', 'plot_spread', 'deviation_features', 'counting_probes',
            'series_colors', 'plot_counting_probes', 'equalised_deviation', 'equalised_deviations', 'uniform_attention',
            'replaced_attention_output', 'mean_attention_output', 'resampled_attention_output', 'model_perplexity',
-           'intervention_effects', 'plot_interventions', 'position_readability', 'rank_correlation']
+           'intervention_effects', 'plot_interventions', 'standing', 'position_after', 'gain_kept',
+           'position_readability', 'rank_correlation']
 
 # %% ../nbs/04f_counting.ipynb #961e31c1
 def visible_keys(model, seq_len: int) -> torch.Tensor:
@@ -320,6 +321,33 @@ def plot_interventions(df: pd.DataFrame, caption: str | None = None):
     if caption:
         add_caption(fig, caption)
     return fig
+
+# %% ../nbs/04f_counting.ipynb #f4c00002
+def standing(error: float, middle: float, random: float) -> str:
+    "Where a probe's error stands against the `middle` and the `random` guess's, at the 0.1 position it is printed to."
+    error, middle, random = round(error, 1), round(middle, 1), round(random, 1)
+    if error < middle:
+        return "below both guesses"
+    if error == middle:
+        return "equal to the middle guess"
+    if error < random:
+        return "between the middle and the random guess"
+    return "equal to the random guess" if error == random else "worse than a random guess"
+
+
+def position_after(before: float, after: float, middle: float) -> str:
+    "What a removal did to a probe whose error was `before` on the model as trained and `after` under the removal."
+    if before >= middle:
+        return "the probe read no position there to begin with, so there is nothing to lose"
+    if after >= middle:
+        return "position is lost there: the probe does no better than always guessing the middle"
+    return f"position stays readable there: the probe keeps {(middle - after) / (middle - before):.0%} of its gain over the middle guess"
+
+
+def gain_kept(worse: float, better: float, middle: float) -> str:
+    "How much of the `better` probe's gain over the `middle` guess the `worse` one keeps; n/a without a gain (1% of it)."
+    gain = middle - better
+    return f"{(middle - worse) / gain:.0%}" if gain > 0.01 * middle else "n/a (no gain over the middle)"
 
 # %% ../nbs/04f_counting.ipynb #6c9573ae
 @delegates(ProbeTraining)

@@ -15,11 +15,11 @@ import numpy as np
 import pandas as pd
 
 from .checkpoint import Run, run_dir
-from .claims import Check, nopos_context_check, positive_arm_check
+from .claims import Check, Finding, nopos_context_check, positive_arm_check
 from .evaluate import context_use, loss_unit, perplexity_by_length
 from .grids import Grid, core_grid, model_parameters, shared_runs
 from .order import permuted_positions
-from .paper import gap_report, nopos_gap
+from .paper import PAPER_UNIT, gap_line, nopos_gap
 from .probe import ProbeTraining, probe_layers
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              runs_unit, savefig, style_axes, token_unit)
@@ -32,7 +32,7 @@ from .utils import atomic_write, positive_int
 __all__ = ['POSITIVE_ARM_FILE', 'save_table', 'table_runs', 'perplexity_grid', 'plot_grouped_bars', 'plot_seed_bars',
            'save_training_curves', 'last_layer_probe', 'measure_positive_arm', 'positive_arm', 'kept_probe',
            'core_positive_arm', 'nopos_context_gain', 'nopos_check', 'core_nopos_check', 'core_gap_seeds',
-           'table_verdicts']
+           'table_findings']
 
 # %% ../nbs/05e_experiments.ipynb #1e5cfdef
 def save_table(df: pd.DataFrame, path, columns) -> Path:
@@ -276,20 +276,18 @@ def core_gap_seeds(core: Grid, eval_tokens=None, jobs: int = 1) -> np.ndarray:
     return nopos_gap(by_seed).to_numpy(dtype=float)
 
 
-def table_verdicts(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tokens=None, jobs: int = 1,
-                   trend: str | None = None) -> str:
+def table_findings(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tokens=None, jobs: int = 1,
+                   trend: str | None = None) -> list[Finding]:
     """What a one-seed table (encodings x settings) says beside the paper's: NoPos's positive arm on the `core` models,
     the seed scatter of NoPos's gap there, its gaps here, and either how the gap moves over the settings (`trend`: the
     settings' order in words) or a verdict per setting."""
     seed_gaps, shape = core_gap_seeds(core, eval_tokens, jobs), next(iter(core.configs().values()))
     check = nopos_check([run for (_, enc, _), run in core.runs(jobs).items() if enc == "nopos"])
-    lines = [str(check) + ("" if check.passed else " So NoPos's gaps below measure how far it is from using its "
-                           "context, not what a model without positions can reach."),
-             f"NoPos's gap in each core seed at L={shape.seq_len} (seeds {core.seeds}): " + ", ".join(f"{g:+.1%}" for g in seed_gaps),
-             gap_report({"ours": loss_unit(shape.vocab_size)}, ours=ours, paper=paper)]
+    found = [Finding.of(check) if check.passed else Finding(check.name, Finding.of(check).finding + ". So NoPos's gaps below "
+                                                            "measure how far it is from using its context, not what a model without positions can reach"),
+             Finding(f"NoPos's gap in each core seed at L={shape.seq_len}", f"seeds {core.seeds}: " + ", ".join(f"{g:+.1%}" for g in seed_gaps)),
+             Finding("ours", gap_line(ours, loss_unit(shape.vocab_size))), Finding("paper", gap_line(paper, PAPER_UNIT))]
     if trend:
-        lines += [f"ours (one seed): NoPos's gap, {trend}, {gap_trend(nopos_gap(ours), seed_gaps)}.",
-                  f"paper (no spread reported): {gap_trend(nopos_gap(paper), reported=True)}."]
-    else:
-        lines += gap_verdicts(nopos_gap(ours), seed_gaps)
-    return "\n".join(lines)
+        return found + [Finding("ours (one seed)", f"NoPos's gap, {trend}, {gap_trend(nopos_gap(ours), seed_gaps)}"),
+                        Finding("paper (no spread reported)", f"NoPos's gap, {trend}, {gap_trend(nopos_gap(paper), reported=True)}")]
+    return found + [Finding(f"{setting} (one seed)", text) for setting, text in gap_verdicts(nopos_gap(ours), seed_gaps).items()]

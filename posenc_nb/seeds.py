@@ -145,8 +145,8 @@ def gap_trend(gaps: pd.Series, seed_gaps=None, reported: bool = False) -> str:
     return f"{change}: {verdict}, a change {side} the gap's seed spread (±{spread:.1%}, {LEVEL:.0%} t interval)"
 
 
-def gap_verdicts(gaps: pd.Series, seed_gaps=None) -> list[str]:
-    "A sentence per setting of `gaps` (`nopos_gap` of a one-seed table): is NoPos's gap beyond its own seed spread?"
+def gap_verdicts(gaps: pd.Series, seed_gaps=None) -> dict[str, str]:
+    "`{setting: sentence}` for each setting of `gaps` (`nopos_gap` of a one-seed table): is NoPos's gap beyond its seed spread?"
     spread = _interval(seed_gaps, 1)
 
     def verdict(gap):
@@ -154,8 +154,8 @@ def gap_verdicts(gaps: pd.Series, seed_gaps=None) -> list[str]:
             return "the gap's seed spread is unknown, so it is not established"
         real = beyond_spread(gap, spread)
         return f"{'beyond' if real else 'within'} the gap's seed spread (±{spread:.1%}), so it is {'' if real else 'not '}established"
-    return [f"{setting} (one seed): NoPos {gap:+.1%} against the best encoding with positions; {verdict(gap)}."
-            for setting, gap in gaps.items()]
+    return {setting: f"NoPos {gap:+.1%} against the best encoding with positions; {verdict(gap)}."
+            for setting, gap in gaps.items()}
 
 # %% ../nbs/05a_seeds.ipynb #b0d9e1a2
 def power_law_problem(x, y) -> str | None:

@@ -38,11 +38,11 @@ def test_the_readme_rewrites_its_results_page():
     assert readme_files() == [README, RESULTS]
 
 
-def test_every_results_table_and_verdict_is_generated():
-    "Every table the report makes and every notebook's verdicts have a block in the README or its results page."
+def test_every_results_table_and_finding_is_generated():
+    "Every table the report makes and every notebook's findings have a block in the README or its results page."
     names = {name for found in blocks().values() for name in found}
     assert set(TABLES) <= names, set(TABLES) - names
-    assert {f"verdicts/{nb.stem}" for nb in experiment_notebooks()} <= names
+    assert {f"findings/{nb.stem}" for nb in experiment_notebooks()} <= names
     assert "claims" in readme_blocks(README.read_text())  # the landing page shows what reproduces
 
 
@@ -61,10 +61,10 @@ def test_committed_blocks_are_what_the_committed_files_give():
             assert body == render(name, committed_figures()), f"{path.relative_to(REPO_ROOT)}: {name} differs from the results"
 
 
-def test_each_verdict_is_its_own_paragraph():
-    "Quoted verdicts one line a paragraph (a bare `>` between two), or GitHub and the site run them into one."
+def test_each_finding_is_its_own_paragraph():
+    "Quoted findings one a paragraph (a bare `>` between two), or GitHub and the site run them into one."
     for path, found in blocks().items():
-        for name, body in ((n, b) for n, b in found.items() if n.startswith("verdicts/")):
+        for name, body in ((n, b) for n, b in found.items() if n.startswith("findings/")):
             lines = body.splitlines()
             assert lines[::2] == [line for line in lines if line.startswith("> ")] and set(lines[1::2]) <= {">"}, (path, name)
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from nbdev.test import _keep_file
 
-from posenc_nb.claims import read_claims
+from posenc_nb.claims import FINDINGS_DIR, read_claims
 from posenc_nb.probe import ProbeTraining, middle_mad, random_mad
 from posenc_nb.profiles import PROFILES, committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
@@ -202,7 +202,7 @@ def test_smoke_trains_exactly_the_plan(smoke):
 
 @pytest.mark.slow
 def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
-    """The run gathers the notebooks' claims into claims.csv, every one gated by a positive arm (four-step smoke models fail
+    """The run gathers the notebooks' claims into claims.csv (and each notebook saves its findings), every one gated by a positive arm (four-step smoke models fail
     it, so every claim is not tested, naming the check; a task the profile does not train says so), and writes a README
     whose every block comes from this run."""
     _, figures, _, _ = smoke
@@ -216,7 +216,9 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     readme = readme_blocks((figures / "README.md").read_text())  # the README, with the results page it links to added
     assert set(readme) == {name for page in readme_files() for name in readme_blocks(page.read_text())}
     for name, body in readme.items():  # a table or a quote from this run, never a note of a missing or older file
-        assert body.strip() and not re.search(r"is not there yet|was written before|No executed copy|predates", body), (name, body)
+        assert body.strip() and not re.search(r"is not there yet|was written before|No findings of", body), (name, body)
+    notebooks = {nb.stem for nb in (REPO_ROOT / "nbs" / "experiments").glob("[0-9]*.ipynb")}
+    assert {p.stem for p in (figures / FINDINGS_DIR).glob("*.csv")} == notebooks  # every notebook's findings, as records
     assert readme["claims"].count("| not tested |") == len(claims)
 
 

@@ -238,17 +238,17 @@ def letters(text: str) -> str:
 
 
 @in_browser
-def test_each_verdict_line_is_its_own_paragraph(site, server, browser):
-    """Every generated verdict block of the README and the results beside it (`figures/*.md`; `posenc_nb.report.render`)
-    is a quote on the site with one paragraph a verdict line. Before: the lines of a block ran together into one
-    paragraph, verdict after verdict."""
+def test_each_finding_is_its_own_paragraph(site, server, browser):
+    """Every generated findings block of the README and the results beside it (`figures/*.md`; `posenc_nb.report.render`)
+    is a quote on the site with one paragraph a finding. Before: the lines of a block ran together into one
+    paragraph, finding after finding."""
     from posenc_nb.report import readme_blocks
     blocks = {f"{source.relative_to(ROOT)} {name}": [line for raw in body.splitlines()
                                                      if (line := raw.removeprefix(">").strip())]
               for source in [ROOT / "README.md", *sorted((ROOT / "figures").glob("*.md"))]
               for name, body in readme_blocks(source.read_text(encoding="utf-8")).items()
-              if name.startswith("verdicts/")}
-    assert blocks, "no generated verdict block in the README or figures/*.md"
+              if name.startswith("findings/")}
+    assert blocks, "no generated findings block in the README or figures/*.md"
     quotes = []
     for name in (p for p in pages(site) if "/" not in p):  # the pages made of markdown: home, set-up, results
         page, _ = open_page(browser, urljoin(server, name))
@@ -259,10 +259,10 @@ def test_each_verdict_line_is_its_own_paragraph(site, server, browser):
     for name, lines in blocks.items():
         shown = [paragraphs for text, paragraphs in quotes if letters(text) == letters("".join(lines))]
         if not shown:
-            problems.append(f"{name}: its {len(lines)} verdict line(s) are in no quote of the site's own pages")
+            problems.append(f"{name}: its {len(lines)} finding(s) are in no quote of the site's own pages")
         elif [letters(p) for p in shown[0]] != [letters(line) for line in lines]:
             merged = next((p for p in shown[0] if sum(letters(line) in letters(p) for line in lines) > 1), shown[0][0])
-            problems.append(f"{name}: {len(lines)} verdict lines shown as {len(shown[0])} paragraph(s), e.g. "
+            problems.append(f"{name}: {len(lines)} findings shown as {len(shown[0])} paragraph(s), e.g. "
                             f"{merged[:160]!r}")
     assert not problems, "\n".join(problems)
 

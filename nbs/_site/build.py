@@ -312,7 +312,7 @@ def experiment_of(heading: str) -> Path:
 
 
 def claim_section(heading: str, body: str) -> str:
-    "One results section of figures/README.md on the home page: its verdicts, figure and tables, linked to its experiment."
+    "One results section of figures/README.md on the home page: its findings, figure and tables, linked to its experiment."
     experiment = experiment_of(heading)
     name, _ = title_and_summary(experiment)
     data = [n for n in named_files(heading) if n.endswith(".csv") and (ROOT / "figures" / n).is_file()]
@@ -381,7 +381,7 @@ def stage(into: Path = STAGE):
         stage_chapter(path, into / "library" / path.name)
     (into / "experiments.md").write_text(index_page(
         "Experiments", "The experiment notebooks as `posenc-reproduce --profile cpu` executed them, each with its "
-        "figures, tables and verdicts: first the positive arm, the check every claim is gated on; then the paper's "
+        "figures, tables and findings: first the positive arm, the check every claim is gated on; then the paper's "
         "figures and tables, in the paper's order; then what goes beyond the paper (the encodings that came after it, "
         "how NoPos counts, length generalisation on synthetic tasks).", "experiments", EXPERIMENTS), encoding="utf-8")
     (into / "library.md").write_text(index_page(
