@@ -33,8 +33,9 @@ from .train import Trainer
 from .step_speed import (PRECISIONS, bench_train, matmul_peaks, plain_step, step_breakdown, timing_config,
                                   train_flops_per_token, wall_seconds)
 from .workers import time_side_by_side
-from .utils import (EXIT_STATUS, choice_problem, each_entry, explained, or_null, positive_int_problem, run_command,
-                             suggest, unwritable, write_output)
+from .commands import EXIT_STATUS, run_command
+from .files import unwritable, write_output
+from .validation import choice_problem, each_entry, explained, or_null, positive_int_problem, suggest
 
 # %% auto #0
 __all__ = ['PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MATMUL_LIMIT', 'measure_throughput',

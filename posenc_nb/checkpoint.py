@@ -24,7 +24,8 @@ from .training_log import read_metrics
 from .model import MODEL_VERSION, TransformerLM
 from .model_cache import resident_model
 from .tokens import tokenizer_of
-from .utils import atomic_write, disk_full, file_in_the_way, project_dir, sha256_file, suggest, write_json
+from .files import atomic_write, disk_full, file_in_the_way, project_dir, sha256_file, write_json
+from .validation import suggest
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder', 'check_same_config',

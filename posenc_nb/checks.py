@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from .model import check_token_ids
-from .utils import positive_int
+from .validation import positive_int
 
 # %% auto #0
 __all__ = ['check_tokens', 'context_limit', 'check_context_length', 'check_context_lengths', 'check_causal', 'check_layer',

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .config import TrainConfig
 from .tokens import load_tokens, tokenizer_path, tokens_path
-from .utils import sha256_file
+from .files import sha256_file
 
 # %% auto #0
 __all__ = ['CheckpointError', 'input_files', 'input_checksums', 'check_inputs']

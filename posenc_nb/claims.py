@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .seeds import paired_halfwidth, seed_gap, spread_verdict
-from .utils import atomic_write
+from .files import atomic_write
 
 # %% auto #0
 __all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'INVARIANT', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'FINDINGS_DIR',

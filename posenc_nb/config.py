@@ -22,8 +22,8 @@ from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
 from .special_tokens import EOS_ID, MIN_VOCAB_SIZE, eos_id
 from .tasks import TASK_VOCAB_SIZE, task_problem, task_width
-from .utils import (choice_problem, closest, each_entry, explained, fraction_problem, non_negative_problem, or_null,
-                             positive_int_problem, seed_problem)
+from .validation import (choice_problem, closest, each_entry, explained, fraction_problem,
+                                  non_negative_problem, or_null, positive_int_problem, seed_problem)
 
 # %% auto #0
 __all__ = ['OBJECTIVES', 'RUNTIME_KEYS', 'TRAIN_PRESETS', 'LATER_KEYS', 'parse_yaml', 'ConfigError', 'Checked', 'TrainConfig',

@@ -20,7 +20,7 @@ from datasets import Dataset, DatasetDict, Features, Value, load_from_disk
 
 from .published_corpora import (HUB_CORPORA, SOURCES, SPLITS, brown_documents, columns_by_split, data_dir, fetch_source,
                                          holdout_split, shakespeare_documents, wikitext_articles, wikitext_documents)
-from .utils import file_lock, write_json
+from .files import file_lock, write_json
 
 # %% auto #0
 __all__ = ['local_documents', 'corpus_key', 'jsonl_documents', 'corpus_summary', 'load_corpus']

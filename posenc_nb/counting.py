@@ -20,7 +20,7 @@ from .order import masked_perplexity
 from .probe import (ProbeTraining, ProbeWindows, fit_probes, hidden_states, middle_mad, plot_baselines, probe_scores,
                              random_mad, train_probe)
 from .tasks import task_examples
-from .utils import frozen, model_device
+from .model import frozen, model_device
 from .plots import add_caption, new_figure, style_axes
 
 # %% auto #0

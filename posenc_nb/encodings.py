@@ -11,7 +11,7 @@ from functools import partial
 import torch
 from torch import nn
 
-from .utils import check_value, choice_problem, positive_int, suggest
+from .validation import check_value, choice_problem, positive_int, suggest
 
 # %% auto #0
 __all__ = ['ENCODINGS', 'encoding_problem', 'SINUSOIDAL_TABLES', 'FAIRSEQ_FIRST_POSITION', 'ROPE_SCALINGS', 'NOPOS_PATTERNS',

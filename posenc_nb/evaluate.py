@@ -19,8 +19,8 @@ from .checks import check_causal, check_context_length, check_context_lengths, c
 from .batches import eval_windows
 from .model import layer_encodings
 from .plots import add_caption, loss_unit, new_figure, plot_by_encoding, style_axes, token_unit
-from .utils import (check_value, each_entry, frozen, model_device, positive_int, positive_int_problem,
-                             positive_number_problem)
+from .model import frozen, model_device
+from .validation import check_value, each_entry, positive_int, positive_int_problem, positive_number_problem
 
 _all_ = ["token_unit", "loss_unit"]  # defined with the figures (posenc_nb.plots), still read from here by other chapters
 

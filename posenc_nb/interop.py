@@ -16,7 +16,7 @@ import torch
 from .checkpoint import Run, load_run
 from .encodings import ENCODINGS, SINUSOIDAL_TABLES, bias_matrix, get_encoding, sinusoidal_table
 from .model import ModelConfig, TransformerLM
-from .utils import model_device
+from .model import model_device
 
 # %% auto #0
 __all__ = ['INTERP_INSTALL', 'MAPPED', 'REFUSED', 'ROPE_SCALING_TYPES', 'BLOCK_PARAMETERS', 'QKV', 'HOOKS', 'COUNT_HOOKS',

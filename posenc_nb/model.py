@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Callable, NamedTuple
 
@@ -17,12 +17,13 @@ from torch import nn
 
 from .encodings import ENCODINGS, PositionalEncoding, encoding_problem, get_encoding, nopos_layer_problem, nopos_layers
 import posenc_nb.later_encodings  # noqa: F401 - registers the encodings after the paper: the model takes every one
-from .utils import check_value, choice_problem, fraction_problem, positive_int_problem
+from .validation import check_value, choice_problem, fraction_problem, positive_int_problem
 
 # %% auto #0
-__all__ = ['PRESETS', 'MODEL_VERSION', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention', 'explicit_attention',
-           'attention_dtype', 'SelfAttention', 'MLP', 'Block', 'LMOutput', 'model_inputs', 'layer_encodings',
-           'TransformerLM', 'position_token_ratio', 'check_token_ids', 'encoding_options']
+__all__ = ['PRESETS', 'MODEL_VERSION', 'AUTOCAST_DTYPES', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention',
+           'explicit_attention', 'attention_dtype', 'SelfAttention', 'MLP', 'Block', 'LMOutput', 'model_inputs',
+           'layer_encodings', 'TransformerLM', 'position_token_ratio', 'check_token_ids', 'encoding_options',
+           'model_device', 'frozen']
 
 # %% ../nbs/01b_model.ipynb #926d5fe0
 @dataclass
@@ -329,3 +330,27 @@ def encoding_options(model: TransformerLM, **options):
         yield model
     finally:
         model.pos, model.config = pos, config
+
+# %% ../nbs/01b_model.ipynb #0adc291a
+def model_device(model) -> torch.device:
+    "Where the model's weights live: inputs go there."
+    return next(model.parameters()).device
+
+
+# Where analyses run under autocast, and in what: bfloat16 on a GPU, as training with dtype="auto" runs there; full
+# precision elsewhere. (A run trained with an explicit dtype="float32" on a GPU is still analysed in bfloat16.)
+AUTOCAST_DTYPES = {"cuda": torch.bfloat16}
+
+
+@contextmanager
+def frozen(model):
+    """Evaluation mode without gradients, under the autocast of `AUTOCAST_DTYPES` for the model's device, for the
+    duration; the model's previous mode is restored afterwards."""
+    was_training, device = model.training, model_device(model)
+    dtype = AUTOCAST_DTYPES.get(device.type)
+    model.eval()
+    try:
+        with torch.no_grad(), torch.autocast(device.type, dtype) if dtype else nullcontext():
+            yield model
+    finally:
+        model.train(was_training)

@@ -22,7 +22,8 @@ from .encodings import Learned, Sinusoidal
 from .evaluate import model_encoding, rows_per_batch, token_unit, window_batches
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .special_tokens import SPECIAL_TOKENS, SpecialIds
-from .utils import frozen, model_device, positive_int
+from .model import frozen, model_device
+from .validation import positive_int
 
 # %% auto #0
 __all__ = ['POSITION_TABLES', 'WHITESPACE', 'WORD_ORDER_LOSSES', 'SHADES', 'masked_sequences', 'masked_perplexity',

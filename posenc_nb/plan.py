@@ -20,7 +20,9 @@ from .checkpoint import run_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .grids import experiment_grids, model_parameters
 from .profiles import PROFILES, profile_parameters
-from .utils import EXIT_STATUS, positive_int, run_command, unwritable, write_output
+from .commands import EXIT_STATUS, run_command
+from .files import unwritable, write_output
+from .validation import positive_int
 
 # %% auto #0
 __all__ = ['ASSUMED_TFLOPS', 'profile_trainings', 'training_tokens_of', 'training_flops', 'check_tflops', 'training_plan',

@@ -20,7 +20,7 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 from .checkpoint import Run, load_run
 from .encodings import ENCODINGS, encoding_problem
 from .special_tokens import MIN_VOCAB_SIZE
-from .utils import check_value, each_entry
+from .validation import check_value, each_entry
 
 # %% auto #0
 __all__ = ['PANEL_SIZE', 'LINE_STYLES', 'SEED_MARKERS', 'encoding_color', 'encoding_label', 'token_unit', 'loss_unit',

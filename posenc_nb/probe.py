@@ -20,7 +20,8 @@ from torch import nn
 from .checks import check_context_length, check_layer, check_layers, check_tokens
 from .evaluate import model_encoding
 from .learner import start_model
-from .utils import frozen, model_device, positive_int
+from .model import frozen, model_device
+from .validation import positive_int
 from .workers import run_identity
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 
@@ -292,6 +293,7 @@ PROBE_COLUMNS = ["encoding", "layer", "probe", "seq_len", "mad", "median_mad", "
 def fit_probes(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, seed: int = 0, **kwargs):
     "Yield `(layer, kind, probe, held_out_states)` for each of `layers` and `kinds`; one forward pass over each set of `windows`."
     layers, kinds, device = check_layers(model, layers), check_kinds(kinds), model_device(model)
+    check_context_length(model, windows.train.shape[1])  # windows drawn for another model may be too long for this one
     ProbeTraining(**kwargs)  # bad settings fail before the forward pass
     train, select, held_out = (hidden_states(model, w, layers) for w in windows)
     for slot, layer in enumerate(layers):
@@ -301,12 +303,10 @@ def fit_probes(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, see
 
 
 @delegates(ProbeTraining)
-def probe_layers(model, train_tokens, eval_tokens, seq_len: int | None = None, layers=None, kinds=PROBE_KINDS,
-                 n_train: int = 2048, n_select: int = 256, n_eval: int = 256, seed: int = 0, encoding: str | None = None,
+def probe_layers(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, seed: int = 0, encoding: str | None = None,
                  **kwargs) -> pd.DataFrame:
-    "Held-out scores of each probe kind on each of `layers` (default: all, 0 = embedding output) beside both baselines: a row each."
-    layers, kinds = check_layers(model, layers), check_kinds(kinds)  # a bad one named before any work
-    windows = probe_windows(model, train_tokens, eval_tokens, seq_len, n_train, n_select, n_eval, seed)
+    """Held-out scores of each probe kind on each of `layers` (default: all, 0 = embedding output), fitted and scored on
+    `windows` (`probe_windows`), beside both baselines: a row each."""
     length = windows.train.shape[1]
     rows = [dict(layer=layer, probe=kind, **probe_scores(probe, states), **{f"{s}_epoch": probe.selected_epoch(s) for s in SCORES},
                  epochs_run=probe.epochs_run, still_improving=probe.still_improving)
@@ -355,21 +355,19 @@ def initial_model(run) -> nn.Module:
 
 
 @delegates(probe_layers)
-def probe_run(run, train_tokens, eval_tokens, trained: bool = True, **kwargs) -> pd.DataFrame:
-    """`probe_layers` on `run`'s model, trained or (`trained=False`) at initialisation, its windows and probes drawn from
-    the run's seed unless `seed` is given; each row marked in column `trained`, with `run_identity(run)` in its columns."""
+def probe_run(run, windows: ProbeWindows, trained: bool = True, **kwargs) -> pd.DataFrame:
+    """`probe_layers` on `run`'s model, trained or (`trained=False`) at initialisation, its probes drawn from the run's
+    seed unless `seed` is given; each row marked in column `trained`, with `run_identity(run)` in its columns."""
     model = run.model if trained else initial_model(run)
-    scores = probe_layers(model, train_tokens, eval_tokens, **{"seed": run.config.seed} | kwargs)
+    scores = probe_layers(model, windows, **{"seed": run.config.seed} | kwargs)
     return scores.assign(trained=trained, **run_identity(run))
 
 # %% ../nbs/04c_probe.ipynb #b1f9caba
 @delegates(ProbeTraining)
-def probe_predictions(model, train_tokens, eval_tokens, layer: int, kind: str = "mlp", seq_len: int | None = None,
-                      n_train: int = 2048, n_select: int = 256, n_eval: int = 256, seed: int = 0, encoding: str | None = None,
+def probe_predictions(model, windows: ProbeWindows, layer: int, kind: str = "mlp", seed: int = 0, encoding: str | None = None,
                       **kwargs) -> pd.DataFrame:
-    "Per-position statistics of one layer's probe on held-out windows: mean, mean ± 1.96 std, and window 0's predictions."
+    "Per-position statistics of one layer's probe on the held-out `windows`: mean, mean ± 1.96 std, and window 0's predictions."
     layer = check_layer(model, layer)
-    windows = probe_windows(model, train_tokens, eval_tokens, seq_len, n_train, n_select, n_eval, seed)
     [(_, _, probe, states)] = fit_probes(model, windows, [layer], [kind], seed, **kwargs)
     predicted = predict_positions(probe.checkpoints["mad"], states)[0].float()  # the argmax, on the checkpoint it chose
     length = predicted.shape[1]

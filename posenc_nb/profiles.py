@@ -12,8 +12,9 @@ from .config import TRAIN_PRESETS, Checked, ConfigError, TrainConfig
 from .encodings import ENCODINGS, encoding_problem
 from .published_corpora import HUB_CORPORA, SOURCES
 from .tasks import TASK_VOCAB_SIZE, TASKS, task_problem, task_width
-from .utils import (REPO_ROOT, check_value, choice_problem, each_entry, or_null, seed_problem,
-                             positive_int_problem, positive_number_problem, suggest)
+from .files import REPO_ROOT
+from .validation import (check_value, choice_problem, each_entry, or_null, positive_int_problem,
+                                  positive_number_problem, seed_problem, suggest)
 
 # %% auto #0
 __all__ = ['TASK_SEQ_LEN', 'PROFILES', 'DEFAULT_OUT', 'ExperimentParameters', 'committed_figures', 'check_parameters',
@@ -62,8 +63,7 @@ PROFILES["smoke"] = dict(
     unigram_margin=-3.0,  # four steps learn next to nothing: only check no model is broken (within 3 nats above)
     corpora=["shakespeare", "brown"],
     model_sizes={"d16": dict(d_model=16), "d32": dict(d_model=32), "d48": dict(d_model=48)},
-    train_lengths=[16, 32, 64],
-    eval_lengths=[16, 32, 64],
+    train_lengths=[16, 32, 64], eval_lengths=[16, 32, 64],
     beyond_eval_lengths=[16, 32, 64, 128, 256, 512],  # up to 16x the training length
     eval_tokens=512,
     context_use_tokens=512,

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from .plan import ASSUMED_TFLOPS, plan_summary
 from .scores import SCORES_FILE
-from .utils import atomic_write
+from .files import atomic_write
 
 # %% auto #0
 __all__ = ['ASSUMED_CPU_TFLOPS', 'run_state', 'machine_rate', 'about', 'cost_here', 'remaining_seconds', 'clock', 'Tracker',

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .utils import check_sha256, file_lock, project_dir
+from .files import check_sha256, file_lock, project_dir
 
 # %% auto #0
 __all__ = ['SPLITS', 'OFFLINE_CORPORA', 'HUB_CORPORA', 'WIKITEXT_HUB', 'SOURCES', 'SHAKESPEARE_HELD_OUT', 'data_dir',

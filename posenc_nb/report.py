@@ -14,19 +14,20 @@ import pandas as pd
 from .claims import Claim, read_claims, read_findings
 from .evaluate import token_unit
 from .order import WORD_ORDER_LOSSES
+from .outputs import StaleTable, read_table
 from .paper import paper_table
 from .plots import encoding_label
 from .profiles import committed_figures
 from .seeds import format_mean_std, seed_summary
-from .utils import REPO_ROOT, atomic_write
+from .files import atomic_write, REPO_ROOT
 
 # %% auto #0
 __all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'README', 'README_PAGES', 'PAGE_MARK',
-           'markdown_table', 'label', 'StaleTable', 'read_table', 'budget_table', 'extrapolation_table',
-           'context_use_table', 'settings_table', 'probe_table', 'mlm_table', 'order_use_table', 'word_order_table',
-           'loss_by_position_table', 'beyond_table', 'attention_scale_table', 'counting_table',
-           'length_generalisation_table', 'start_token_table', 'gap_budget_table', 'modern_table', 'notebook_findings',
-           'render', 'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
+           'markdown_table', 'label', 'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table',
+           'probe_table', 'mlm_table', 'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table',
+           'attention_scale_table', 'counting_table', 'length_generalisation_table', 'start_token_table',
+           'gap_budget_table', 'modern_table', 'notebook_findings', 'render', 'readme_blocks', 'readme_files',
+           'update_readme', 'claims_table']
 
 # %% ../nbs/06b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str | None = "", digits: int | None = None) -> str:
@@ -43,26 +44,6 @@ def label(encoding: str, variant=None) -> str:
     "An encoding's display name, with its variant (as the CSVs write it) after it."
     return encoding_label(encoding) + (f" ({variant})" if isinstance(variant, str) and variant else "")
 
-# %% ../nbs/06b_report.ipynb #344c8dd1
-class StaleTable(Exception):
-    "A CSV a table reads is not in the figures folder, or lacks the columns the table reads (an older notebook wrote it)."
-
-
-def read_table(figures: Path, name: str, columns: list[str]) -> pd.DataFrame:
-    "`figures/name` as a DataFrame, after checking that it is there and has `columns`: a `StaleTable` names what is wrong."
-    path = Path(figures) / name
-    if not path.is_file():
-        raise StaleTable(f"`{name}` is not there yet: the `posenc-reproduce` run that writes it fills this block")
-    try:
-        df = pd.read_csv(path)
-    except ValueError as e:  # pandas' ParserError and EmptyDataError, a file that is not UTF-8
-        raise StaleTable(f"`{name}` cannot be read ({type(e).__name__}: {str(e).splitlines()[0]}): the next "
-                         "`posenc-reproduce` run rewrites it") from None
-    if missing := [c for c in columns if c not in df.columns]:
-        raise StaleTable(f"`{name}` was written before this table read {', '.join(missing)}: the next `posenc-reproduce` "
-                         "run rewrites it")
-    return df
-
 # %% ../nbs/06b_report.ipynb #bf60f32b
 def _mean_std(df: pd.DataFrame, by: list, value: str, digits: int) -> pd.DataFrame:
     "`value` as 'mean ± std' over seeds per group of `by`, groups in the order they appear."
@@ -72,16 +53,16 @@ def _mean_std(df: pd.DataFrame, by: list, value: str, digits: int) -> pd.DataFra
 
 def budget_table(figures: Path) -> str:
     "Minutes per notebook of the last full run, and their total."
-    timings = read_table(figures, "reproduce_timings.csv", ["notebook", "seconds"])
+    timings = read_table(figures, "reproduce_timings.csv")
     minutes = timings.set_index("notebook").seconds.div(60).round(1)
     return markdown_table(pd.concat([minutes, pd.Series({"**total**": round(timings.seconds.sum() / 60, 1)})]).to_frame("minutes"))
 
 
 def extrapolation_table(figures: Path) -> str:
     "Perplexity (mean ± std over seeds) per encoding and evaluation length, non-overlapping windows; longest over training length."
-    ppl = read_table(figures, "extrapolation.csv", ["encoding", "seed", "context_length", "protocol", "perplexity"])
+    ppl = read_table(figures, "extrapolation.csv")
     ppl = ppl.query("protocol == 'nonoverlapping'")
-    train_len = int(read_table(figures, "context_use.csv", ["train_length"]).train_length.iloc[0])
+    train_len = int(read_table(figures, "context_use.csv").train_length.iloc[0])
     table = _mean_std(ppl, ["encoding", "context_length"], "perplexity", 1).pivot(index="encoding", columns="context_length", values="text")
     means = ppl.groupby(["encoding", "context_length"]).perplexity.mean().unstack()
     longest = means.columns.max()
@@ -93,7 +74,7 @@ def extrapolation_table(figures: Path) -> str:
 
 def context_use_table(figures: Path) -> str:
     "What the whole training context gains over each shorter one on the same targets, nats a byte (mean ± std over seeds)."
-    use = read_table(figures, "context_use.csv", ["encoding", "seed", "short_length", "train_length", "gain_nats"])
+    use = read_table(figures, "context_use.csv")
     table = _mean_std(use, ["encoding", "short_length"], "gain_nats", 3).pivot(index="encoding", columns="short_length", values="text")
     table.columns = [f"{use.train_length.iloc[0]} over {short}" for short in table.columns]
     return markdown_table(table.loc[list(dict.fromkeys(use.encoding))].rename(index=label))
@@ -113,8 +94,7 @@ def _setting_name(df: pd.DataFrame, column: str, setting) -> str:
 def settings_table(name: str, column: str):
     "The table of `name`.csv (one seed): mean perplexity per setting of `column` and encoding, the paper's rows below."
     def table(figures: Path) -> str:
-        sizes = ["n_params", "train_tokens", "vocab_size"] if column == "variant" else []  # what a size's row name says
-        df = read_table(figures, f"{name}.csv", [column, "encoding", "perplexity", *sizes])
+        df = read_table(figures, f"{name}.csv")
         ours = df.groupby([column, "encoding"], sort=False).perplexity.mean().unstack().round(1)
         ours.index = [_setting_name(df, column, setting) for setting in ours.index]
         paper = paper_table(PAPER_TABLES[name]).T[ours.columns]
@@ -125,7 +105,7 @@ def settings_table(name: str, column: str):
 # %% ../nbs/06b_report.ipynb #8c228051
 def probe_table(figures: Path) -> str:
     "The MLP probe's argmax error, the paper's score (mean ± std over seeds), per layer and model, the untrained controls beside."
-    mad = read_table(figures, "probe_mad.csv", ["encoding", "trained", "seed", "layer", "probe", "mad"]).query("probe == 'mlp'")
+    mad = read_table(figures, "probe_mad.csv").query("probe == 'mlp'")
     mad = mad.assign(model=[label(e, None if t else "untrained") for e, t in zip(mad.encoding, mad.trained)])
     table = _mean_std(mad, ["layer", "model"], "mad", 1).pivot(index="layer", columns="model", values="text")
     return markdown_table(table[list(dict.fromkeys(mad.model))])
@@ -133,10 +113,10 @@ def probe_table(figures: Path) -> str:
 
 def mlm_table(figures: Path) -> str:
     "Masked-token and next-token perplexity (mean ± std over seeds) per encoding and variant, and each unigram baseline."
-    summary = read_table(figures, "mlm_control_summary.csv", ["encoding", "variant", "objective", "perplexity_mean", "perplexity_std", "n_seeds"])
+    summary = read_table(figures, "mlm_control_summary.csv")
     summary["model"] = [label(e, None if v == "trained" else v) for e, v in zip(summary.encoding, summary.variant)]
     table = summary.assign(text=format_mean_std(summary, "perplexity", 1)).pivot(index="model", columns="objective", values="text").astype(object)
-    unigram = read_table(figures, "mlm_control.csv", ["objective", "unigram_perplexity"]).groupby("objective").unigram_perplexity.first().round(1)
+    unigram = read_table(figures, "mlm_control.csv").groupby("objective").unigram_perplexity.first().round(1)
     table.loc["unigram baseline"] = unigram
     order = [*dict.fromkeys(summary.model), "unigram baseline"]
     columns = {"mlm": "masked LM: masked tokens", "clm": "causal LM: next token"}
@@ -145,7 +125,7 @@ def mlm_table(figures: Path) -> str:
 
 def order_use_table(figures: Path) -> str:
     "Each masked arm's order-use test: what scrambling its order costs, nats a byte (mean ± std over seeds), and the verdict."
-    use = read_table(figures, "mlm_order_use.csv", ["encoding", "seed", "test", "cost_nats", "uses_order"])
+    use = read_table(figures, "mlm_order_use.csv")
     table = _mean_std(use, ["encoding", "test"], "cost_nats", 3).merge(use.groupby("encoding").uses_order.first(), on="encoding")
     return markdown_table(pd.DataFrame({"test": table.test.values, "cost (nats a byte)": table.text.values,
                                         "uses order": table.uses_order.map({True: "yes", False: "no"}).values},
@@ -154,23 +134,21 @@ def order_use_table(figures: Path) -> str:
 
 def word_order_table(figures: Path) -> str:
     "Mean target loss with the prefix intact and shuffled in each form (`WORD_ORDER_LOSSES`), nats a target, mean ± std over seeds."
-    columns = [f"{loss}_{stat}" for loss in WORD_ORDER_LOSSES for stat in ("mean", "std")]
-    summary = read_table(figures, "word_order_summary.csv", ["encoding", "n_seeds", *columns])
+    summary = read_table(figures, "word_order_summary.csv")
     return markdown_table(pd.DataFrame({name: format_mean_std(summary, loss, 3).values for loss, name in WORD_ORDER_LOSSES.items()},
                                        index=summary.encoding.map(label)))
 
 
 def loss_by_position_table(figures: Path) -> str:
     "Loss (nats a byte on bytes, mean over seeds) per segment of the context and encoding."
-    summary = read_table(figures, "loss_by_position_summary.csv", ["encoding", "segment", "loss_mean"])
+    summary = read_table(figures, "loss_by_position_summary.csv")
     table = summary.pivot(index="encoding", columns="segment", values="loss_mean").round(3)
     return markdown_table(table.loc[list(dict.fromkeys(summary.encoding)), list(dict.fromkeys(summary.segment))].rename(index=label))
 
 # %% ../nbs/06b_report.ipynb #524ee47a
 def beyond_table(figures: Path) -> str:
     "Every encoding (one seed): perplexity at the training length and the longest, their ratio, and the probe (share of random)."
-    df = read_table(figures, "beyond_the_paper.csv", ["label", "variant", "ppl_at_train_len", "extrapolation_ratio", "probe_embedding",
-                                                      "probe_best", "best_layer"])
+    df = read_table(figures, "beyond_the_paper.csv")
     longest = [c for c in df.columns if c.startswith("ppl_at_") and c != "ppl_at_train_len"][0].removeprefix("ppl_at_")
     number = lambda fmt: (lambda x: "" if pd.isna(x) else f"{x:{fmt}}")
     table = pd.DataFrame({"at the training length": df.ppl_at_train_len.map(number(".1f")).values,
@@ -184,7 +162,7 @@ def beyond_table(figures: Path) -> str:
 
 def attention_scale_table(figures: Path) -> str:
     "NoPos and ALiBi with sharper attention: perplexity over the unscaled one at the training length, mean ± std over seeds."
-    sweep = read_table(figures, "attention_scale.csv", ["encoding", "seed", "scale", "context_length", "relative"])
+    sweep = read_table(figures, "attention_scale.csv")
     summary = seed_summary(sweep, ["encoding", "scale", "context_length"], "relative")
     summary["text"] = format_mean_std(summary, "relative", 3)
     table = summary.pivot(index=["encoding", "scale"], columns="context_length", values="text")
@@ -194,15 +172,13 @@ def attention_scale_table(figures: Path) -> str:
 
 def counting_table(figures: Path) -> str:
     "How the first block's output spread falls with position in the causal model: each law's fit."
-    fits = read_table(figures, "counting_spread_fits.csv", ["model", "layer", "law", "p", "rms_log_error"]).query("model == 'causal' and layer == 1")
+    fits = read_table(figures, "counting_spread_fits.csv").query("model == 'causal' and layer == 1")
     return markdown_table(fits.set_index("law")[["p", "rms_log_error"]].round(3).rename(columns={"p": "exponent p", "rms_log_error": "rms log error"}))
 
 
 def length_generalisation_table(figures: Path) -> str:
     "Exact match on the synthetic tasks per task and encoding (mean ± std over seeds) beside the published models'."
-    df = read_table(figures, "length_generalisation_summary.csv", ["task", "label", "train", "test", "test_std", "at_longest",
-                                                                   "at_longest_std", "n_seeds", "learned", "published_ood",
-                                                                   "published_ood_std", "published_at_40"])
+    df = read_table(figures, "length_generalisation_summary.csv")
     spread = lambda mean, std, n: f"{mean:.3f} ± {std:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
     table = pd.DataFrame({"training lengths": [f"{t:.3f}" + ("" if ok else " (not learned)") for t, ok in zip(df.train, df.learned)],
                           "21-40": list(map(spread, df.test, df.test_std, df.n_seeds)),
@@ -219,7 +195,7 @@ START_ARMS = {"core": "no start token", "start token": "start token"}  # an arm 
 def start_token_table(figures: Path) -> str:
     """Loss at the core budget (the most steps), nats a byte, mean ± std over seeds, per encoding without and with a start
     token at the head of every window; last, NoPos's loss minus the learned model's, seed by seed, in each arm."""
-    scores = read_table(figures, "start_token_budget.csv", ["arm", "steps", "encoding", "seed", "loss"])
+    scores = read_table(figures, "start_token_budget.csv")
     core = scores[scores.steps == scores.steps.max()]
     table = _mean_std(core, ["encoding", "arm"], "loss", 3).pivot(index="encoding", columns="arm", values="text")
     table = table.loc[list(dict.fromkeys(core.encoding))].rename(index=label)
@@ -246,8 +222,8 @@ def _reach(*bytes_: float) -> str:
 def gap_budget_table(figures: Path) -> str:
     """NoPos's loss minus the learned model's (nats a byte, the first seed) per budget and arm; below, each arm's power
     law in training bytes (or why there is none) and the bytes at which its line reaches each of the paper's gaps."""
-    gaps = read_table(figures, "gap_budget.csv", ["arm", "steps", "train_bytes", "gap"])
-    fits = read_table(figures, "gap_budget_fit.csv", ["arm", "problem"])
+    gaps = read_table(figures, "gap_budget.csv")
+    fits = read_table(figures, "gap_budget_fit.csv")
     bytes_at = gaps.groupby("steps").train_bytes.first()
     table = (gaps.pivot(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
              .map(lambda g: "n/a" if pd.isna(g) else f"{g:.3f}")
@@ -262,9 +238,9 @@ def gap_budget_table(figures: Path) -> str:
 # %% ../nbs/06b_report.ipynb #e42j0002
 def modern_table(figures: Path) -> str:
     "Per variant of the modern-positions notebook: perplexity by length, its degradation, the probe, the repeat task."
-    ppl = read_table(figures, "modern_perplexity.csv", ["variant", "seed", "context_length", "perplexity", "train_length"])
-    probe = read_table(figures, "modern_probe.csv", ["variant", "probe_mad", "middle_mad"]).groupby("variant")
-    repeat = read_table(figures, "modern_repeat.csv", ["variant", "split", "accuracy"]).pivot_table(
+    ppl = read_table(figures, "modern_perplexity.csv")
+    probe = read_table(figures, "modern_probe.csv").groupby("variant")
+    repeat = read_table(figures, "modern_repeat.csv").pivot_table(
         index="variant", columns="split", values="accuracy")
     table = _mean_std(ppl, ["variant", "context_length"], "perplexity", 2).pivot(index="variant", columns="context_length",
                                                                                  values="text")

@@ -29,7 +29,9 @@ from .plan import chosen_plan, plan_main, plan_summary, train_locally, training_
 from .progress import Progress, Tracker, cost_here, record_timings
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
 from .report import update_readme
-from .utils import EXIT_STATUS, REPO_ROOT, file_in_the_way, positive_int, run_command, unwritable
+from .commands import EXIT_STATUS, run_command
+from .files import file_in_the_way, REPO_ROOT, unwritable
+from .validation import positive_int
 from .workers import side_by_side_jobs
 
 # %% auto #0

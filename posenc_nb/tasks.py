@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .utils import (check_value, choice_problem, each_entry, frozen, model_device, positive_int, positive_int_problem,
-                             seed_problem)
+from .model import frozen, model_device
+from .validation import (check_value, choice_problem, each_entry, positive_int, positive_int_problem,
+                                  seed_problem)
 
 # %% auto #0
 __all__ = ['PAD', 'SEP', 'END', 'PROMPT_WORDS', 'SYMBOLS', 'VOCAB', 'TASK_VOCAB_SIZE', 'PAD_ID', 'SEP_ID', 'END_ID',

@@ -22,7 +22,9 @@ from .config import ConfigError, TrainConfig, parse_overrides
 from .corpora import corpus_key, corpus_summary, load_corpus
 from .published_corpora import HUB_CORPORA, OFFLINE_CORPORA, SOURCES, SPLITS, data_dir
 from .special_tokens import DEFAULT_VOCAB_SIZE, EOS_ID, MIN_VOCAB_SIZE, SPECIAL_TOKENS, SpecialIds
-from .utils import EXIT_STATUS, atomic_write, check_sha256, file_lock, run_command, sha256_file, suggest, write_json
+from .commands import EXIT_STATUS, run_command
+from .files import atomic_write, check_sha256, file_lock, sha256_file, write_json
+from .validation import suggest
 
 # %% auto #0
 __all__ = ['train_tokenizer', 'check_tokenizer_file', 'read_tokenizer', 'special_ids', 'tokenizer_path', 'load_tokenizer',

@@ -26,7 +26,8 @@ from .training_log import append_metrics, event_writer, truncate_metrics
 from .model import position_token_ratio
 from .model_cache import unload_model
 from .published_corpora import data_dir
-from .utils import EXIT_STATUS, file_lock, run_command, unwritable
+from .commands import EXIT_STATUS, run_command
+from .files import file_lock, unwritable
 
 # %% auto #0
 __all__ = ['prepare_run_folder', 'RunLog', 'TrainingDiverged', 'Trainer', 'TrainingInterrupted', 'train', 'drope', 'main']

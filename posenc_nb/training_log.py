@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from .checksums import CheckpointError
-from .utils import atomic_write
+from .files import atomic_write
 
 # %% auto #0
 __all__ = ['truncate_metrics', 'read_metrics', 'event_writer', 'append_metrics']

@@ -20,7 +20,7 @@ import torch
 from .checkpoint import Run, read_meta, run_dir
 from .config import TrainConfig
 from .train import train
-from .utils import positive_int
+from .validation import positive_int
 
 # %% auto #0
 __all__ = ['MODEL_MEMORY', 'WorkerError', 'TrainingJobError', 'usable_jobs', 'side_by_side_jobs', 'map_side_by_side',

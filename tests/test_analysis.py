@@ -23,7 +23,7 @@ from posenc_nb.evaluate import context_use, perplexity_by_length
 from posenc_nb.order import loss_by_position, masked_perplexity, word_order_losses
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.plots import plot_by_encoding, savefig, new_figure
-from posenc_nb.probe import probe_layers, probe_predictions
+from posenc_nb.probe import ProbeWindows, probe_layers, probe_predictions, probe_windows
 
 MAX_LEN = 16
 SENTENCE = "The cat sat on the mat"
@@ -75,8 +75,7 @@ CAUSAL_ENTRY_POINTS = {
     "context_use": lambda m, t: context_use(m, t, short=4, long=8, stride=2),
     "loss_by_position": lambda m, t: loss_by_position(m, t, 8, n_buckets=4),
     "word_order_losses": lambda m, t: word_order_losses(m, t, 8, n_samples=4),
-    "probe_layers": lambda m, t: probe_layers(m, t, t, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1),
-    "probe_predictions": lambda m, t: probe_predictions(m, t, t, layer=1, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1),
+    "probe_windows": lambda m, t: probe_windows(m, t, t, seq_len=8, n_train=4, n_select=2, n_eval=2),
 }
 
 
@@ -130,10 +129,12 @@ def test_tokenizer_of_another_vocabulary(tokenizer):
     lambda m, t, tok: loss_by_position(m, t, 2 * MAX_LEN),
     lambda m, t, tok: word_order_losses(m, t, 2 * MAX_LEN),
     lambda m, t, tok: context_use(m, t, short=8, long=2 * MAX_LEN, stride=4),
-    lambda m, t, tok: probe_layers(m, t, t, seq_len=2 * MAX_LEN),
-    lambda m, t, tok: probe_predictions(m, t, t, layer=0, seq_len=2 * MAX_LEN),
+    lambda m, t, tok: probe_windows(m, t, t, seq_len=2 * MAX_LEN),
+    lambda m, t, tok: probe_layers(m, ProbeWindows(*[torch.zeros(2, 2 * MAX_LEN, dtype=torch.long)] * 3)),  # another model's
+    lambda m, t, tok: probe_predictions(m, ProbeWindows(*[torch.zeros(2, 2 * MAX_LEN, dtype=torch.long)] * 3), layer=0),
     lambda m, t, tok: attention_maps(m, tok, " ".join(["cat"] * 2 * MAX_LEN), layer=1, head=0),
-], ids=["loss_by_position", "word_order", "context_use", "probe_layers", "probe_predictions", "attention_maps"])
+], ids=["loss_by_position", "word_order", "context_use", "probe_windows", "probe_layers", "probe_predictions",
+                      "attention_maps"])
 def test_learned_beyond_max_len_is_an_error_outside_perplexity(call, models, tokens, tokenizer):
     "perplexity_by_length reports NaN with a reason instead (nbs/04a_evaluate); everything else refuses."
     model = models["learned"]
@@ -161,7 +162,7 @@ def test_a_length_limit_is_read_from_the_encoding(tokens, monkeypatch):
 def test_too_few_tokens_for_the_context(models, tokens):
     model = models["nopos"]
     few = small_tokens(tokens[:10], model.config.vocab_size)
-    for call in (lambda: loss_by_position(model, few, 64), lambda: probe_layers(model, few, few, seq_len=64),
+    for call in (lambda: loss_by_position(model, few, 64), lambda: probe_windows(model, few, few, seq_len=64),
                  lambda: context_use(model, few, short=8, long=64, stride=4)):
         message = error_message(call)
         assert number_in(64, message) and number_in(10, message), message  # the context and the tokens there are
@@ -172,8 +173,9 @@ def test_too_few_tokens_for_the_context(models, tokens):
 def test_probe_layer_that_does_not_exist(layer, models, tokens):
     model = models["nopos"]
     t = small_tokens(tokens, model.config.vocab_size)
-    for call in (lambda: probe_layers(model, t, t, seq_len=8, layers=[layer], n_train=4, n_select=2, n_eval=2, epochs=1),
-                 lambda: probe_predictions(model, t, t, layer=layer, seq_len=8, n_train=4, n_select=2, n_eval=2, epochs=1)):
+    windows = probe_windows(model, t, t, seq_len=8, n_train=4, n_select=2, n_eval=2)
+    for call in (lambda: probe_layers(model, windows, layers=[layer], epochs=1),
+                 lambda: probe_predictions(model, windows, layer=layer, epochs=1)):
         message = error_message(call)
         assert f"layer {layer!r}" in message and "0..2" in message, message  # the layer asked for, the layers there are
 

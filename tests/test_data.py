@@ -25,7 +25,7 @@ from posenc_nb.corpora import load_corpus
 from posenc_nb.published_corpora import SHAKESPEARE_HELD_OUT, SPLITS
 from posenc_nb.special_tokens import EOS_ID, SpecialIds
 from posenc_nb.tokens import document_lengths, load_tokenizer, load_tokens, special_ids, tokenizer_path, tokens_path, train_tokenizer
-from posenc_nb.utils import sha256_file
+from posenc_nb.files import sha256_file
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.tokens import main; sys.exit(main())"]
 

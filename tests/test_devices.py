@@ -22,7 +22,7 @@ from posenc_nb.order import loss_by_position, masked_perplexity, word_order_loss
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import hidden_states
 from posenc_nb.train import Trainer
-from posenc_nb.utils import AUTOCAST_DTYPES, frozen
+from posenc_nb.model import AUTOCAST_DTYPES, frozen
 
 
 def tiny(pos_encoding: str, causal: bool = True) -> TransformerLM:

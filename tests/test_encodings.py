@@ -21,7 +21,7 @@ from posenc_nb.encodings import ENCODINGS, ROPE_SCALINGS, PositionalEncoding, bi
 from posenc_nb.evaluate import perplexity_by_length, plot_perplexity
 from posenc_nb.model import ModelConfig, TransformerLM, attention_bias, encoding_options
 from posenc_nb.plots import encoding_color, encoding_label, plot_runs
-from posenc_nb.probe import plot_probe_layers, probe_layers
+from posenc_nb.probe import plot_probe_layers, probe_layers, probe_windows
 from posenc_nb.tokens import load_tokens
 from posenc_nb.train import train
 from support import SMALL as SHARED_SMALL
@@ -268,7 +268,8 @@ def test_a_new_encoding_runs_through_training_evaluation_probe_and_plots(stripes
     val = load_tokens(cfg.corpus, "validation", vocab_size=cfg.vocab_size, progress=False)
     ppl = perplexity_by_length(run.model, val, [16, 64, 256], max_tokens=1024)
     assert ppl.perplexity.notna().all() and set(ppl.encoding) == {stripes}  # no length limit declared: any length
-    probe = probe_layers(run.model, val, val, seq_len=32, kinds="mlp", n_train=8, n_select=8, n_eval=4, epochs=1)
+    probe = probe_layers(run.model, probe_windows(run.model, val, val, seq_len=32, n_train=8, n_select=8, n_eval=4), kinds="mlp",
+                         epochs=1)
     assert list(probe.layer) == list(range(cfg.model_config().n_layer + 1))
 
     figures = [plot_perplexity(ppl, train_context=cfg.seq_len), plot_probe_layers(probe), plot_runs([run])[0]]

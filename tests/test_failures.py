@@ -35,7 +35,7 @@ from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
 from posenc_nb.training_log import read_metrics
 from posenc_nb.model import ModelConfig, TransformerLM
-from posenc_nb.probe import probe_layers
+from posenc_nb.probe import probe_layers, probe_windows
 from posenc_nb.profiles import PROFILES, check_parameters
 from posenc_nb.scores import run_perplexity
 from posenc_nb.tasks import exact_match, task_examples
@@ -867,7 +867,8 @@ def test_library_functions_check_their_arguments_first(monkeypatch):
               "train_length must be at least 2 for the log-length rule"),
              (lambda: evaluate.attention_scale_sweep(model, tokens, [1, 16], [1.0], train_length=16),
               "context_lengths each entry must be at least 2"),
-             (lambda: probe_layers(model, tokens, tokens, layers=["1"]), "layer '1' (a str, not an integer) does not exist")]
+             (lambda: probe_layers(model, probe_windows(model, tokens, tokens, n_train=2, n_select=1, n_eval=1), layers=["1"]),
+              "layer '1' (a str, not an integer) does not exist")]
     for call, said in cases:
         with pytest.raises(ValueError) as error:
             call()

@@ -24,7 +24,7 @@ from posenc_nb.scores import run_perplexity
 from posenc_nb.special_tokens import EOS
 from posenc_nb.tokens import document_lengths, load_tokens, read_tokenizer, special_ids, tokens_path
 from posenc_nb.train import train
-from posenc_nb.utils import REPO_ROOT
+from posenc_nb.files import REPO_ROOT
 
 WORDS = "the cat sat on a mat while every dog ran to its log and no bird flew over any tree".split()
 

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from posenc_nb.reproduce import EXPERIMENTS_DIR
-from posenc_nb.utils import REPO_ROOT
+from posenc_nb.files import REPO_ROOT
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
 

@@ -14,7 +14,7 @@ import pandas as pd
 from posenc_nb.profiles import committed_figures
 from posenc_nb.report import README, TABLES, readme_blocks, readme_files, render
 from posenc_nb.reproduce import experiment_notebooks
-from posenc_nb.utils import REPO_ROOT
+from posenc_nb.files import REPO_ROOT
 
 RESULTS = REPO_ROOT / "figures" / "README.md"  # the results in detail, which GitHub shows below the figures
 # The README and its pages: the results in detail, the speed of training, the developer guide

@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 from posenc_nb.reproduce import read_notebook
-from posenc_nb.utils import run_command
+from posenc_nb.commands import run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = Path(__file__).resolve().parent
@@ -26,7 +26,7 @@ STAGE, OUT = ROOT / "_proc" / "site", ROOT / "_docs"
 
 
 def number(path: Path) -> str:
-    "A notebook's number as a reader sees it: `00` of `00_utils`, `05b` of `05b_claims`."
+    "A notebook's number as a reader sees it: `00` of `00_files`, `05b` of `05b_claims`."
     return path.stem.split("_", 1)[0]
 
 
@@ -415,7 +415,7 @@ def build(argv=None):
 
 
 def main(argv=None) -> int:
-    """`make docs`: build the site; its exit status (`posenc_nb.utils.EXIT_CODES`), a source it cannot use named in one
+    """`make docs`: build the site; its exit status (`posenc_nb.commands.EXIT_CODES`), a source it cannot use named in one
     paragraph on stderr."""
     return run_command("make docs", lambda: build(argv))
 
