@@ -269,8 +269,7 @@ class Findings(list):
         "Write these findings as `findings/<notebook>.csv` under `out_dir`; a rerun of the notebook replaces its file."
         path = Path(out_dir) / FINDINGS_DIR / f"{notebook}.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
-        rows = [dict(notebook=notebook, subject=f.subject, finding=f.finding) for f in self]
-        pd.DataFrame(rows, columns=FINDING_COLUMNS).to_csv(path, index=False)
+        pd.DataFrame([dict(notebook=notebook, **asdict(f)) for f in self], columns=FINDING_COLUMNS).to_csv(path, index=False)
         return path
 
 # %% ../nbs/05b_claims.ipynb #f4a00008
