@@ -223,7 +223,7 @@ def gap_budget_table(figures: Path) -> str:
     """NoPos's loss minus the learned model's (nats a byte, the first seed) per budget and arm; below, each arm's power
     law in training bytes (or why there is none) and the bytes at which its line reaches each of the paper's gaps."""
     gaps = read_table(figures, "gap_budget.csv")
-    fits = read_table(figures, "gap_budget_fit.csv")
+    fits = read_table(figures, "gap_budget_fit.csv").astype({"problem": object})  # all fitted: an empty column, read as floats
     bytes_at = gaps.groupby("steps").train_bytes.first()
     table = (gaps.pivot(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
              .map(lambda g: "n/a" if pd.isna(g) else f"{g:.3f}")
