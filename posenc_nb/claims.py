@@ -65,8 +65,12 @@ class Check:
     passed: bool
     evidence: str
 
+    @property
+    def outcome(self) -> str:
+        return f"{'passes' if self.passed else 'FAILS'} ({self.evidence})"
+
     def __str__(self) -> str:
-        return f"{self.name}: {'passes' if self.passed else 'FAILS'} ({self.evidence})."
+        return f"{self.name}: {self.outcome}."
 
 
 def positive_arm_check(permutation_costs, probe_mad: float, middle_mad: float) -> Check:
@@ -246,7 +250,7 @@ class Finding:
     @classmethod
     def of(cls, check: Check) -> Finding:
         "A control's outcome as a finding."
-        return cls(check.name, f"{'passes' if check.passed else 'FAILS'} ({check.evidence})")
+        return cls(check.name, check.outcome)
 
 # %% ../nbs/05b_claims.ipynb #f4a0000b
 class Findings(list):
