@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import fcntl
 import os
@@ -25,6 +24,7 @@ from papermill.translators import translate_parameters
 
 from .claims import gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
+from .parameter_cells import notebook_parameters
 from .plan import chosen_plan, plan_main, plan_summary, train_locally, training_plan
 from .progress import Progress, Tracker, cost_here, record_timings
 from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
@@ -35,8 +35,7 @@ from .validation import positive_int
 from .workers import side_by_side_jobs
 
 # %% auto #0
-__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'read_notebook', 'notebook_parameters',
-           'declared_defaults', 'parameters_source', 'write_parameters', 'ReproductionError',
+__all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'ReproductionError',
            'clear_dead_kernel_folders', 'run_notebook', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/06c_reproduce.ipynb #10a09433
@@ -64,47 +63,6 @@ def select_notebooks(notebooks: list[Path], only=None) -> list[Path]:
             raise ValueError(f"No experiment notebook named {name!r}; choose from {[p.stem for p in notebooks]}.")
         chosen += matches
     return [p for p in notebooks if p in chosen]
-
-# %% ../nbs/06c_reproduce.ipynb #7fe54844
-def read_notebook(path: Path, remedy: str):
-    "The notebook at `path`, or a `RuntimeError` that names it, says what is wrong with it and what to do (`remedy`)."
-    try:
-        return nbformat.read(path, as_version=4)
-    except (ValueError, AttributeError, nbformat.ValidationError) as e:  # not UTF-8, not JSON, JSON but not a notebook
-        raise RuntimeError(f"{path} is not a readable notebook ({type(e).__name__}: {str(e).splitlines()[0][:120]}); "
-                           f"{remedy}") from None
-
-
-def notebook_parameters(notebook: Path, params: dict) -> dict:
-    "The values of `params` for the parameters `notebook` declares; an error names any the profile does not set."
-    read_notebook(notebook, f"restore it (in a checkout: `git checkout -- {notebook}`) or move it out of the experiments "
-                            "folder, then rerun")
-    declared = pm.inspect_notebook(str(notebook))
-    if not declared:
-        raise ValueError(f"{Path(notebook).name} has no cell tagged 'parameters'; tag the cell that sets its parameters.")
-    if missing := [k for k in declared if k not in params]:
-        raise ValueError(f"{Path(notebook).name} declares parameters {missing} that the profile does not set; "
-                         "add them to every profile in PROFILES.")
-    return {k: params[k] for k in declared}
-
-
-def declared_defaults(notebook: Path) -> dict:
-    "The default value of each parameter in `notebook`'s `parameters` cell."
-    return {k: ast.literal_eval(p["default"]) for k, p in pm.inspect_notebook(str(notebook)).items()}
-
-
-def parameters_source(notebook: Path, profile: str = "cpu") -> str:
-    "The `parameters` cell of `notebook` as `profile` sets it: one `name = value` line per declared parameter."
-    values = dict(PROFILES[profile], profile=profile, out_dir=str(Path("..") / ".." / DEFAULT_OUT[profile]))
-    return "\n".join(f"{k} = {v!r}" for k, v in notebook_parameters(notebook, values).items())
-
-
-def write_parameters(notebook: Path, profile: str = "cpu"):
-    "Rewrite the `parameters` cell of `notebook` from `PROFILES[profile]`."
-    nb = nbformat.read(notebook, as_version=4)
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    cell.source = parameters_source(notebook, profile)
-    nbformat.write(nb, notebook)
 
 # %% ../nbs/06c_reproduce.ipynb #919b9626
 class ReproductionError(RuntimeError):

@@ -19,8 +19,8 @@ from posenc_nb.profiles import PROFILES, committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.grids import budget_steps_of
 from posenc_nb.report import readme_blocks, readme_files
-from posenc_nb.reproduce import (EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, notebook_parameters,
-                                 parameters_source, run_notebook)
+from posenc_nb.parameter_cells import notebook_parameters, parameters_source
+from posenc_nb.reproduce import EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, run_notebook
 from posenc_nb.plan import training_plan
 from posenc_nb.tasks import TASKS
 from posenc_nb.files import REPO_ROOT
@@ -287,7 +287,7 @@ def test_parameters_cells_hold_the_cpu_profile():
     "Opened in JupyterLab, every experiment notebook runs the main job; and every profile sets each parameter it declares."
     for notebook in experiment_notebooks():
         cell = next(c for c in nbformat.read(notebook, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
-        assert cell.source == parameters_source(notebook, "cpu"), f"{notebook.name}: rerun posenc_nb.reproduce.write_parameters"
+        assert cell.source == parameters_source(notebook, "cpu"), f"{notebook.name}: rerun posenc_nb.parameter_cells.write_parameters"
         for profile, params in PROFILES.items():
             notebook_parameters(notebook, dict(params, profile=profile, out_dir="."))
 

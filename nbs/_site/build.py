@@ -17,7 +17,7 @@ from pathlib import Path
 
 import nbformat
 
-from posenc_nb.reproduce import read_notebook
+from posenc_nb.parameter_cells import read_notebook
 from posenc_nb.commands import run_command
 
 ROOT = Path(__file__).resolve().parents[2]
