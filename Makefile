@@ -33,9 +33,11 @@ check-export: setup
 	  echo "nbdev_export changed posenc_nb/: edit the notebooks, export, and commit both."; rm -rf "$$snap"; exit 1; fi; \
 	rm -rf "$$snap"
 
-# ruff's lint (configured in pyproject.toml) over the library, the notebooks, the tests and the site's scripts
+# ruff (configured in pyproject.toml) over the library, the notebooks, the tests and the site's scripts: the lint,
+# and the formatter where it applies
 lint: setup
 	$(BIN)/ruff check posenc_nb nbs tests
+	$(BIN)/ruff format --check posenc_nb nbs tests
 
 nbtest: setup data
 	$(BIN)/nbdev_test --do_print --timing

@@ -5,8 +5,11 @@ import torch
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: an end-to-end run (the smoke profile, torchrun, the site in Chromium, the benchmark); "
-                                       "-m 'not slow' skips them")
+    config.addinivalue_line(
+        "markers",
+        "slow: an end-to-end run (the smoke profile, torchrun, the "
+        "site in Chromium, the benchmark); -m 'not slow' skips them",
+    )
 
 
 @pytest.fixture

@@ -14,8 +14,22 @@ from posenc_nb.model import ModelConfig
 from posenc_nb.train import Trainer
 
 POSENC_TRAIN = Path(sys.executable).parent / "posenc-train"
-TINY = dict(model="cpu-tiny", n_layer=1, n_head=2, d_model=32, seq_len=32, batch_size=8, lr=3e-3, min_lr=3e-4,
-            warmup_steps=2, max_steps=12, eval_interval=4, eval_batches=1, log_interval=1, checkpoint_interval=3)
+TINY = dict(
+    model="cpu-tiny",
+    n_layer=1,
+    n_head=2,
+    d_model=32,
+    seq_len=32,
+    batch_size=8,
+    lr=3e-3,
+    min_lr=3e-4,
+    warmup_steps=2,
+    max_steps=12,
+    eval_interval=4,
+    eval_batches=1,
+    log_interval=1,
+    checkpoint_interval=3,
+)
 SMALL = ModelConfig(vocab_size=97, n_layer=2, n_head=4, d_model=32, max_len=64)  # the model tests' shape, untrained
 
 

@@ -48,8 +48,15 @@ def tokenizer():
 
 def tiny(pos_encoding="nopos", causal=True, vocab_size=300):
     torch.manual_seed(0)
-    config = ModelConfig(vocab_size=vocab_size, n_layer=2, n_head=2, d_model=32, max_len=MAX_LEN,
-                         pos_encoding=pos_encoding, causal=causal)
+    config = ModelConfig(
+        vocab_size=vocab_size,
+        n_layer=2,
+        n_head=2,
+        d_model=32,
+        max_len=MAX_LEN,
+        pos_encoding=pos_encoding,
+        causal=causal,
+    )
     return TransformerLM(config).eval()
 
 
@@ -61,8 +68,11 @@ def tokens():
 @pytest.fixture(scope="module")
 def models(tokenizer):
     vocab = tokenizer.get_vocab_size()
-    return {"nopos": tiny(vocab_size=vocab), "learned": tiny("learned", vocab_size=vocab),
-            "mlm": tiny(causal=False, vocab_size=vocab)}
+    return {
+        "nopos": tiny(vocab_size=vocab),
+        "learned": tiny("learned", vocab_size=vocab),
+        "mlm": tiny(causal=False, vocab_size=vocab),
+    }
 
 
 def small_tokens(tokens, vocab):
@@ -102,9 +112,12 @@ def test_empty_split_masked(models):
 def test_the_attention_direction_each_analysis_needs(models, tokens):
     "A masked LM is refused by every next-token analysis and a causal LM by the masked one; each says which it needs."
     t = small_tokens(tokens, models["nopos"].config.vocab_size)
-    for call in (lambda: perplexity_by_length(models["mlm"], t, [8]), lambda: loss_by_position(models["mlm"], t, 8, n_buckets=4),
-                 lambda: word_order_losses(models["mlm"], t, 8, n_samples=4),
-                 lambda: context_use(models["mlm"], t, short=4, long=8, stride=2)):
+    for call in (
+        lambda: perplexity_by_length(models["mlm"], t, [8]),
+        lambda: loss_by_position(models["mlm"], t, 8, n_buckets=4),
+        lambda: word_order_losses(models["mlm"], t, 8, n_samples=4),
+        lambda: context_use(models["mlm"], t, short=4, long=8, stride=2),
+    ):
         assert "causal=True" in error_message(call)
     assert "causal=False" in error_message(lambda: masked_perplexity(models["nopos"], t, 8))
 
@@ -118,23 +131,40 @@ def test_tokens_not_1d(models, tokens):
 def test_tokenizer_of_another_vocabulary(tokenizer):
     size = tokenizer.get_vocab_size()
     model = tiny(vocab_size=size + 7)
-    for call in (lambda: attention_maps(model, tokenizer, SENTENCE, layer=1, head=0),
-                 lambda: plot_attention_grid(model, tokenizer, SENTENCE)):
+    for call in (
+        lambda: attention_maps(model, tokenizer, SENTENCE, layer=1, head=0),
+        lambda: plot_attention_grid(model, tokenizer, SENTENCE),
+    ):
         message = error_message(call)
         assert number_in(size, message) and number_in(size + 7, message) and "vocab_size" in message, message
 
 
 # --- contexts longer than learned positions allow --------------------------------------------------------------------
-@pytest.mark.parametrize("call", [
-    lambda m, t, tok: loss_by_position(m, t, 2 * MAX_LEN),
-    lambda m, t, tok: word_order_losses(m, t, 2 * MAX_LEN),
-    lambda m, t, tok: context_use(m, t, short=8, long=2 * MAX_LEN, stride=4),
-    lambda m, t, tok: probe_windows(m, t, t, seq_len=2 * MAX_LEN),
-    lambda m, t, tok: probe_layers(m, ProbeWindows(*[torch.zeros(2, 2 * MAX_LEN, dtype=torch.long)] * 3)),  # another model's
-    lambda m, t, tok: probe_predictions(m, ProbeWindows(*[torch.zeros(2, 2 * MAX_LEN, dtype=torch.long)] * 3), layer=0),
-    lambda m, t, tok: attention_maps(m, tok, " ".join(["cat"] * 2 * MAX_LEN), layer=1, head=0),
-], ids=["loss_by_position", "word_order", "context_use", "probe_windows", "probe_layers", "probe_predictions",
-                      "attention_maps"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, t, tok: loss_by_position(m, t, 2 * MAX_LEN),
+        lambda m, t, tok: word_order_losses(m, t, 2 * MAX_LEN),
+        lambda m, t, tok: context_use(m, t, short=8, long=2 * MAX_LEN, stride=4),
+        lambda m, t, tok: probe_windows(m, t, t, seq_len=2 * MAX_LEN),
+        lambda m, t, tok: probe_layers(
+            m, ProbeWindows(*[torch.zeros(2, 2 * MAX_LEN, dtype=torch.long)] * 3)
+        ),  # another model's
+        lambda m, t, tok: probe_predictions(
+            m, ProbeWindows(*[torch.zeros(2, 2 * MAX_LEN, dtype=torch.long)] * 3), layer=0
+        ),
+        lambda m, t, tok: attention_maps(m, tok, " ".join(["cat"] * 2 * MAX_LEN), layer=1, head=0),
+    ],
+    ids=[
+        "loss_by_position",
+        "word_order",
+        "context_use",
+        "probe_windows",
+        "probe_layers",
+        "probe_predictions",
+        "attention_maps",
+    ],
+)
 def test_learned_beyond_max_len_is_an_error_outside_perplexity(call, models, tokens, tokenizer):
     "perplexity_by_length reports NaN with a reason instead (nbs/04a_evaluate); everything else refuses."
     model = models["learned"]
@@ -145,6 +175,7 @@ def test_learned_beyond_max_len_is_an_error_outside_perplexity(call, models, tok
 
 def test_a_length_limit_is_read_from_the_encoding(tokens, monkeypatch):
     "Any encoding that declares a `length_limit` is treated as learned positions are: no name is special-cased."
+
     class Window(PositionalEncoding):
         "A toy with no positions past max_len."
 
@@ -162,8 +193,11 @@ def test_a_length_limit_is_read_from_the_encoding(tokens, monkeypatch):
 def test_too_few_tokens_for_the_context(models, tokens):
     model = models["nopos"]
     few = small_tokens(tokens[:10], model.config.vocab_size)
-    for call in (lambda: loss_by_position(model, few, 64), lambda: probe_windows(model, few, few, seq_len=64),
-                 lambda: context_use(model, few, short=8, long=64, stride=4)):
+    for call in (
+        lambda: loss_by_position(model, few, 64),
+        lambda: probe_windows(model, few, few, seq_len=64),
+        lambda: context_use(model, few, short=8, long=64, stride=4),
+    ):
         message = error_message(call)
         assert number_in(64, message) and number_in(10, message), message  # the context and the tokens there are
 
@@ -174,8 +208,10 @@ def test_probe_layer_that_does_not_exist(layer, models, tokens):
     model = models["nopos"]
     t = small_tokens(tokens, model.config.vocab_size)
     windows = probe_windows(model, t, t, seq_len=8, n_train=4, n_select=2, n_eval=2)
-    for call in (lambda: probe_layers(model, windows, layers=[layer], epochs=1),
-                 lambda: probe_predictions(model, windows, layer=layer, epochs=1)):
+    for call in (
+        lambda: probe_layers(model, windows, layers=[layer], epochs=1),
+        lambda: probe_predictions(model, windows, layer=layer, epochs=1),
+    ):
         message = error_message(call)
         assert f"layer {layer!r}" in message and "0..2" in message, message  # the layer asked for, the layers there are
 
@@ -193,7 +229,8 @@ def test_negative_head_does_not_exist(models, tokenizer):
     assert "head -1" in message and "0..1" in message, message
 
 
-# --- arguments out of range ----------------------------------------------------------------------------------------------
+# --- arguments out of range
+# ----------------------------------------------------------------------------------------------
 def test_bad_arguments(models, tokens, tokenizer):
     model = models["nopos"]
     t = small_tokens(tokens, model.config.vocab_size)

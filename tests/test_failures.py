@@ -1,6 +1,7 @@
 """Failure modes, class by class: bad input to the commands (paths that cannot be used among it), damaged run files,
-damaged data caches and JSON Lines corpora, interrupted and failed writes (a full disk, Ctrl-C while a command loads, while
-it trains or while a notebook runs, what a kill -9 leaves), two trainings into one folder, and misuse of the library.
+damaged data caches and JSON Lines corpora, interrupted and failed writes (a full disk, Ctrl-C while a command loads,
+while it trains or while a notebook runs, what a kill -9 leaves), two trainings into one folder, and misuse of the
+library.
 
 Each test asserts the exit status or the exception type, the facts the message carries (the file, the key, the remedy),
 and that no file was lost or changed. The commands run in-process through their `main`, which is what the console
@@ -46,6 +47,7 @@ from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
 
 pytestmark = pytest.mark.usefixtures("runs_root")  # every run in a scratch folder
 
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory) -> dict:
     "The weights of the TINY run trained start to finish without incident (on one thread, as every test trains)."
@@ -62,7 +64,11 @@ def same(a: dict, b: dict) -> bool:
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     "Every file under `folder` (but lock files, which are empty and only ever created) and its bytes."
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix != ".lock"}
+    return {
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.suffix != ".lock"
+    }
 
 
 def command(main, args, capsys) -> tuple[int, str]:
@@ -89,21 +95,27 @@ def flip_middle(path: Path):
 def write_documents(folder: Path, n: int = 5, lines: int = 30) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(n):
-        (folder / f"doc{i}.txt").write_text("".join(f"Line {j} of document {i}: the quick brown fox.\n" for j in range(lines)))
+        (folder / f"doc{i}.txt").write_text(
+            "".join(f"Line {j} of document {i}: the quick brown fox.\n" for j in range(lines))
+        )
     return folder
 
 
 # --- bad input: exit status 2, nothing created ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("override, facts", [
-    ("corpus=no-such-corpus", ["'no-such-corpus'", "shakespeare"]),  # the name, and the ones that exist
-    ("vocab_size=100", ["vocab_size", "100"]),
-    ("grad_accum=0", ["grad_accum"]),
-    ("lr=.inf", ["lr", "inf"]),
-    ("learning_rate=1e-3", ["learning_rate", "'lr'"]),
-    ("seq_len=200000", ["seq_len", "200000", "validation"]),  # longer than the corpus' validation split
-    ("device=cuda:7", ["device", "cuda:7", "device=cpu"]),
-])
+
+@pytest.mark.parametrize(
+    "override, facts",
+    [
+        ("corpus=no-such-corpus", ["'no-such-corpus'", "shakespeare"]),  # the name, and the ones that exist
+        ("vocab_size=100", ["vocab_size", "100"]),
+        ("grad_accum=0", ["grad_accum"]),
+        ("lr=.inf", ["lr", "inf"]),
+        ("learning_rate=1e-3", ["learning_rate", "'lr'"]),
+        ("seq_len=200000", ["seq_len", "200000", "validation"]),  # longer than the corpus' validation split
+        ("device=cuda:7", ["device", "cuda:7", "device=cpu"]),
+    ],
+)
 def test_bad_input_to_posenc_train(tmp_path, capsys, override, facts):
     if override.startswith("device") and torch.cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
@@ -146,44 +158,92 @@ def test_paths_that_cannot_be_used_are_bad_input(tmp_path, capsys, monkeypatch):
     a_file.write_text("mine")
     empty.mkdir()
     config = write_config(tmp_path / "tiny.yaml")
-    cases = [(posenc_nb.train.main, ["--config", config, "--out", a_file / "run", "--no-progress"], {}, [f"{a_file} is a file", "--out"]),
-             (posenc_nb.train.main, ["--config", config, "--no-progress"], {"POSENC_RUNS_DIR": a_file}, [f"POSENC_RUNS_DIR={a_file} is a file"]),
-             (posenc_nb.train.main, ["--config", config, "--out", tmp_path / "run", "--no-progress"], {"POSENC_DATA_DIR": a_file},
-              [f"POSENC_DATA_DIR={a_file} is a file"]),
-             (posenc_nb.train.main, ["--config", config, "--out", tmp_path / "run", f"tokenizer={tmp_path / 'no.json'}", "--no-progress"],
-              {}, [f"{tmp_path / 'no.json'} does not exist", "tokenizer"]),
-             (reproduce.main, ["--profile", "smoke", "--out", a_file / "figs"], {}, [f"{a_file} is a file", "--out"]),
-             (reproduce.main, ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", empty], {},
-              [f"No experiment notebooks (*.ipynb) in {empty}", "--experiments-dir"]),
-             (plan.plan_main, ["--profile", "smoke", "--out", empty], {}, [f"{empty} is a folder", "--out plan.sh"])]
+    cases = [
+        (
+            posenc_nb.train.main,
+            ["--config", config, "--out", a_file / "run", "--no-progress"],
+            {},
+            [f"{a_file} is a file", "--out"],
+        ),
+        (
+            posenc_nb.train.main,
+            ["--config", config, "--no-progress"],
+            {"POSENC_RUNS_DIR": a_file},
+            [f"POSENC_RUNS_DIR={a_file} is a file"],
+        ),
+        (
+            posenc_nb.train.main,
+            ["--config", config, "--out", tmp_path / "run", "--no-progress"],
+            {"POSENC_DATA_DIR": a_file},
+            [f"POSENC_DATA_DIR={a_file} is a file"],
+        ),
+        (
+            posenc_nb.train.main,
+            ["--config", config, "--out", tmp_path / "run", f"tokenizer={tmp_path / 'no.json'}", "--no-progress"],
+            {},
+            [f"{tmp_path / 'no.json'} does not exist", "tokenizer"],
+        ),
+        (reproduce.main, ["--profile", "smoke", "--out", a_file / "figs"], {}, [f"{a_file} is a file", "--out"]),
+        (
+            reproduce.main,
+            ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", empty],
+            {},
+            [f"No experiment notebooks (*.ipynb) in {empty}", "--experiments-dir"],
+        ),
+        (plan.plan_main, ["--profile", "smoke", "--out", empty], {}, [f"{empty} is a folder", "--out plan.sh"]),
+    ]
     for main, args, env, facts in cases:
         with monkeypatch.context() as variables:
             for name, value in env.items():
                 variables.setenv(name, str(value))
             code, err = command(main, args, capsys)
         assert code == 2 and all(fact in err for fact in facts), err
-    assert snapshot(tmp_path) == {"notes.txt": b"mine", "tiny.yaml": config.read_bytes()}  # nothing made, nothing changed
+    assert snapshot(tmp_path) == {
+        "notes.txt": b"mine",
+        "tiny.yaml": config.read_bytes(),
+    }  # nothing made, nothing changed
 
 
 @pytest.mark.parametrize("rate", ["-5", "nan", "0", "inf"])
 def test_a_rate_that_gives_no_estimate_is_bad_input(tmp_path, capsys, rate):
-    "Before: `plan --tflops -5` (or nan) printed negative (or NaN) GPU-hours into the script; 0 was an unexpected ZeroDivisionError."
+    """Before: `plan --tflops -5` (or nan) printed negative (or NaN) GPU-hours into the script; 0 was an unexpected
+    ZeroDivisionError."""
     code, err = command(plan.plan_main, ["--profile", "smoke", "--tflops", rate, "--out", tmp_path / "plan.sh"], capsys)
-    assert code == 2 and f"--tflops: {float(rate)!r} TFLOP/s per GPU gives no estimate" in err and "e.g. 150" in err, err
+    assert code == 2 and f"--tflops: {float(rate)!r} TFLOP/s per GPU gives no estimate" in err and "e.g. 150" in err, (
+        err
+    )
     assert not list(tmp_path.iterdir())  # no script written
 
 
 def test_paths_the_os_refuses_name_the_setting_and_leave_nothing(tmp_path, capsys, monkeypatch):
-    """A folder under /proc, a name with a byte that is not UTF-8. Before: "[Errno 2] No such file or directory" (exit 1)
-    or the codec's words, naming no setting; a non-UTF-8 --out left its .lock and a TensorBoard folder behind."""
+    """A folder under /proc, a name with a byte that is not UTF-8. Before: "[Errno 2] No such file or directory"
+    (exit 1) or the codec's words, naming no setting; a non-UTF-8 --out left its .lock and a TensorBoard folder
+    behind."""
     config, not_utf8 = write_config(tmp_path / "tiny.yaml"), tmp_path / os.fsdecode(b"bad\xffname")
     train_args = ["--config", config, "--no-progress"]
-    cases = [(posenc_nb.train.main, [*train_args, "--out", "/proc/run"], {}, ["out: /proc/run cannot hold a run", "/proc"]),
-             (posenc_nb.train.main, [*train_args, "--out", not_utf8], {}, ["out: ", "not UTF-8", "bad\\xffname')"]),
-             (posenc_nb.train.main, train_args, {"POSENC_RUNS_DIR": "/proc/runs"}, ["set POSENC_RUNS_DIR to a folder you can write"]),
-             (reproduce.main, ["--profile", "smoke", "--only", "01", "--out", "/proc/figs"], {}, ["out: /proc/figs cannot hold"]),
-             (reproduce.main, ["--profile", "smoke", "--only", "01", "--out", not_utf8], {}, ["out: ", "not UTF-8"]),
-             (plan.plan_main, ["--profile", "smoke", "--out", "/proc/plan.sh"], {}, ["--out: /proc/plan.sh cannot be written"])]
+    cases = [
+        (posenc_nb.train.main, [*train_args, "--out", "/proc/run"], {}, ["out: /proc/run cannot hold a run", "/proc"]),
+        (posenc_nb.train.main, [*train_args, "--out", not_utf8], {}, ["out: ", "not UTF-8", "bad\\xffname')"]),
+        (
+            posenc_nb.train.main,
+            train_args,
+            {"POSENC_RUNS_DIR": "/proc/runs"},
+            ["set POSENC_RUNS_DIR to a folder you can write"],
+        ),
+        (
+            reproduce.main,
+            ["--profile", "smoke", "--only", "01", "--out", "/proc/figs"],
+            {},
+            ["out: /proc/figs cannot hold"],
+        ),
+        (reproduce.main, ["--profile", "smoke", "--only", "01", "--out", not_utf8], {}, ["out: ", "not UTF-8"]),
+        (
+            plan.plan_main,
+            ["--profile", "smoke", "--out", "/proc/plan.sh"],
+            {},
+            ["--out: /proc/plan.sh cannot be written"],
+        ),
+    ]
     for main, args, env, facts in cases:
         with monkeypatch.context() as variables:
             for name, value in env.items():
@@ -205,10 +265,19 @@ def test_help_documents_the_exit_codes(capsys, main):
 def test_debug_variable_shows_the_traceback(tmp_path, monkeypatch):
     monkeypatch.setenv("POSENC_DEBUG", "1")
     with pytest.raises(ValueError, match="no-such-corpus"):
-        posenc_nb.train.main(["--config", str(write_config(tmp_path / "tiny.yaml")), "--out", str(tmp_path / "run"), "corpus=no-such-corpus"])
+        posenc_nb.train.main(
+            [
+                "--config",
+                str(write_config(tmp_path / "tiny.yaml")),
+                "--out",
+                str(tmp_path / "run"),
+                "corpus=no-such-corpus",
+            ]
+        )
 
 
 # --- damaged run files: exit status 1, nothing changed -------------------------------------------------------------
+
 
 def test_changed_weights_of_a_finished_run_are_caught(tmp_path, capsys):
     "Four bytes overwritten mid-file used to load as a NaN weight, reused without a word."
@@ -238,13 +307,16 @@ def test_changed_optimizer_state_stops_the_resume(tmp_path):
     assert snapshot(out) == before
 
 
-@pytest.mark.parametrize("edit, key", [
-    (lambda meta: dict(meta, step="ten"), "step"),
-    (lambda meta: dict(meta, finished="yes"), "finished"),
-    (lambda meta: dict(meta, files=dict(meta["files"], model="../elsewhere/model.safetensors")), "files.model"),
-    (lambda meta: {k: v for k, v in meta.items() if k != "config"}, "config"),
-    (lambda meta: [meta], "mapping"),
-])
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda meta: dict(meta, step="ten"), "step"),
+        (lambda meta: dict(meta, finished="yes"), "finished"),
+        (lambda meta: dict(meta, files=dict(meta["files"], model="../elsewhere/model.safetensors")), "files.model"),
+        (lambda meta: {k: v for k, v in meta.items() if k != "config"}, "config"),
+        (lambda meta: [meta], "mapping"),
+    ],
+)
 def test_hand_edited_meta_is_refused(tmp_path, edit, key):
     out, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     cfg = TrainConfig(**TINY)
@@ -278,13 +350,29 @@ def test_changed_input_file_is_refused_for_reuse_scoring_and_resume(tmp_path, ca
     assert set(read_meta(finished)["inputs"]) == {"tokenizer", "train", "validation"}
     shutil.copy(other, tokenizer)  # another tokenisation at the same path
     before = snapshot(tmp_path / "finished") | snapshot(tmp_path / "stopped")
-    uses = [lambda: train(cfg, finished, progress=False), lambda: load_run(finished), lambda: train(cfg, stopped, progress=False)]
+    uses = [
+        lambda: train(cfg, finished, progress=False),
+        lambda: load_run(finished),
+        lambda: train(cfg, stopped, progress=False),
+    ]
     for use in uses:
         with pytest.raises(CheckpointError) as error:
             use()
-        assert str(tokenizer) in str(error.value) and "changed" in str(error.value) and "--force" in str(error.value), error.value
-    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", stopped, f"corpus={docs}",
-                              "vocab_size=300", f"tokenizer={tokenizer}"], capsys)
+        assert str(tokenizer) in str(error.value) and "changed" in str(error.value) and "--force" in str(error.value), (
+            error.value
+        )
+    code, err = posenc_train(
+        [
+            "--config",
+            write_config(tmp_path / "tiny.yaml"),
+            "--out",
+            stopped,
+            f"corpus={docs}",
+            "vocab_size=300",
+            f"tokenizer={tokenizer}",
+        ],
+        capsys,
+    )
     assert code == 1 and str(tokenizer) in err and "Restore" in err, err
     assert snapshot(tmp_path / "finished") | snapshot(tmp_path / "stopped") == before
 
@@ -313,19 +401,31 @@ def test_edited_corpus_is_refused_for_reuse_and_scoring(tmp_path, monkeypatch):
     for use in (lambda: train(cfg, out, progress=False), lambda: load_run(out)):
         with pytest.raises(CheckpointError) as error:
             use()
-        assert "tokens" in str(error.value) and "changed" in str(error.value) and "corpus" in str(error.value), error.value
+        assert "tokens" in str(error.value) and "changed" in str(error.value) and "corpus" in str(error.value), (
+            error.value
+        )
     assert snapshot(out) == before
 
 
-@pytest.mark.parametrize("edit, facts", [
-    (lambda meta: dict(meta, finished=True), ["finished: True at step 6 of max_steps 12"]),
-    (lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2)), ["config_hash"]),
-    (lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2), config_hash="0123456789"), ["named after config hash"]),
-    (lambda meta: dict(meta, files=dict(model="model-0000003.safetensors", optimizer=meta["files"]["optimizer"])),
-     ["files.model", "step 6"]),
-    (lambda meta: {k: v for k, v in meta.items() if k != "sha256"}, ["sha256: missing"]),
-    (lambda meta: {k: v for k, v in meta.items() if k != "model_version"}, ["model version 1", "Retrain"]),
-])
+@pytest.mark.parametrize(
+    "edit, facts",
+    [
+        (lambda meta: dict(meta, finished=True), ["finished: True at step 6 of max_steps 12"]),
+        (lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2)), ["config_hash"]),
+        (
+            lambda meta: dict(meta, config=dict(meta["config"], lr=1e-2), config_hash="0123456789"),
+            ["named after config hash"],
+        ),
+        (
+            lambda meta: dict(
+                meta, files=dict(model="model-0000003.safetensors", optimizer=meta["files"]["optimizer"])
+            ),
+            ["files.model", "step 6"],
+        ),
+        (lambda meta: {k: v for k, v in meta.items() if k != "sha256"}, ["sha256: missing"]),
+        (lambda meta: {k: v for k, v in meta.items() if k != "model_version"}, ["model version 1", "Retrain"]),
+    ],
+)
 def test_meta_that_contradicts_its_run_is_refused(tmp_path, capsys, edit, facts):
     "meta.json is checked against itself and its folder: hand-edited progress or config is not believed."
     cfg = TrainConfig(**TINY)
@@ -345,7 +445,8 @@ def test_meta_that_contradicts_its_run_is_refused(tmp_path, capsys, edit, facts)
 
 
 def test_misplaced_folders_and_mismatched_shapes_are_named(tmp_path, capsys):
-    "A folder where a run file belongs, a folder that is not a run, weights of another shape, lengths given as a string."
+    """A folder where a run file belongs, a folder that is not a run, weights of another shape, lengths given as a
+    string."""
     out, cfg = tmp_path / "run", partial_run(tmp_path / "run", steps=6)
     config = write_config(tmp_path / "tiny.yaml")
     for name in ("meta.json", "metrics.jsonl"):
@@ -359,8 +460,12 @@ def test_misplaced_folders_and_mismatched_shapes_are_named(tmp_path, capsys):
         (tmp_path / name).rename(out / name)
 
     meta = read_meta(out)
-    wider = dict(meta["config"], d_model=2 * TINY["d_model"])  # config and hash edited together, in a folder not named after it
-    (out / "meta.json").write_text(json.dumps(dict(meta, config=wider, config_hash=config_hash(TrainConfig.from_dict(wider)))))
+    wider = dict(
+        meta["config"], d_model=2 * TINY["d_model"]
+    )  # config and hash edited together, in a folder not named after it
+    (out / "meta.json").write_text(
+        json.dumps(dict(meta, config=wider, config_hash=config_hash(TrainConfig.from_dict(wider))))
+    )
     with pytest.raises(CheckpointError) as error:
         load_run(out)
     message = str(error.value)
@@ -373,7 +478,9 @@ def test_misplaced_folders_and_mismatched_shapes_are_named(tmp_path, capsys):
     with pytest.raises(ValueError, match="context_lengths must be a list of ints.*got '64'"):
         perplexity_by_length(finished.model, torch.arange(200), "64")
     (finished.out_dir / "scores.jsonl").mkdir()  # where the run's scores are kept
-    with pytest.raises(RuntimeError, match=re.escape(f"{finished.out_dir / 'scores.jsonl'} is a folder") + ".*move it elsewhere"):
+    with pytest.raises(
+        RuntimeError, match=re.escape(f"{finished.out_dir / 'scores.jsonl'} is a folder") + ".*move it elsewhere"
+    ):
         run_perplexity(finished, [16])
     assert not list((finished.out_dir / "scores.jsonl").iterdir())
 
@@ -390,6 +497,7 @@ def test_damaged_metrics_line_does_not_stop_the_resume(tmp_path, uninterrupted):
 
 # --- damaged data caches -------------------------------------------------------------------------------------------
 
+
 def test_damaged_token_cache_stops_training(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
     docs = write_documents(tmp_path / "docs", n=5, lines=200)
@@ -398,13 +506,18 @@ def test_damaged_token_cache_stops_training(tmp_path, capsys, monkeypatch):
     flip_middle(stored)
     before = snapshot(tmp_path / "data")
     out = tmp_path / "run"
-    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, f"corpus={docs}", "vocab_size=300"], capsys)
-    assert code == 1 and str(stored.parent) in err and "posenc-data fetch" in err, err  # what to delete, what rebuilds it
+    code, err = posenc_train(
+        ["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, f"corpus={docs}", "vocab_size=300"], capsys
+    )
+    assert code == 1 and str(stored.parent) in err and "posenc-data fetch" in err, (
+        err
+    )  # what to delete, what rebuilds it
     assert not out.exists() and snapshot(tmp_path / "data") == before
 
 
 def test_json_lines_corpus_faults_name_the_line_and_the_fix(tmp_path, monkeypatch):
-    "Blank lines hold no document (before: 'not a JSON object'); a line without `text` and a missing split say what to write."
+    """Blank lines hold no document (before: 'not a JSON object'); a line without `text` and a missing split say what
+    to write."""
     monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
     corpus = tmp_path / "jsonl"
     corpus.mkdir()
@@ -412,9 +525,11 @@ def test_json_lines_corpus_faults_name_the_line_and_the_fix(tmp_path, monkeypatc
     for split in ("train", "val", "test"):
         (corpus / f"{split}.jsonl").write_text("\n\n".join(document(i) for i in range(8)) + "\n\n")
     assert corpus_summary(str(corpus))["train"]["documents"] == 8
-    for split, content, facts in [("val", "\n\n\n", ["validation split", "no document"]),
-                                  ("test", document(0) + '\n{"body": "x"}\n', ["test.jsonl, line 2", '{"text": "..."}']),
-                                  ("test", None, ["no JSON Lines file for split(s) test", "test.jsonl"])]:
+    for split, content, facts in [
+        ("val", "\n\n\n", ["validation split", "no document"]),
+        ("test", document(0) + '\n{"body": "x"}\n', ["test.jsonl, line 2", '{"text": "..."}']),
+        ("test", None, ["no JSON Lines file for split(s) test", "test.jsonl"]),
+    ]:
         corpus = shutil.copytree(tmp_path / "jsonl", tmp_path / f"{split}-{len(facts[0])}")
         if content is None:
             (corpus / f"{split}.jsonl").unlink()
@@ -430,12 +545,15 @@ def test_offline_hub_corpus_stops_training_at_once(tmp_path, capsys, monkeypatch
     monkeypatch.setenv("POSENC_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     out = tmp_path / "run"
-    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, "corpus=wikitext-2"], capsys)
+    code, err = posenc_train(
+        ["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, "corpus=wikitext-2"], capsys
+    )
     assert code == 1 and "HF_HUB_OFFLINE" in err and "shakespeare" in err, err
     assert not out.exists()
 
 
 # --- interrupted and failed writes ---------------------------------------------------------------------------------
+
 
 def filling_the_disk(error: Exception, on_call: int):
     "A `torch.save` whose call number `on_call` writes half a file and fails as a full disk does."
@@ -447,11 +565,17 @@ def filling_the_disk(error: Exception, on_call: int):
             return real_save(obj, path, *args, **kwargs)
         Path(path).write_bytes(b"\0" * 1000)
         raise error
+
     return save
 
 
-@pytest.mark.parametrize("error", [OSError(errno.ENOSPC, "No space left on device"),
-                                   RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 662")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        OSError(errno.ENOSPC, "No space left on device"),
+        RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 662"),
+    ],
+)
 def test_full_disk_while_checkpointing(tmp_path, capsys, monkeypatch, uninterrupted, error):
     """torch reports a full disk without an errno (second case), and once its half-written file is removed the disk has
     room again: torch's words tell."""
@@ -460,11 +584,17 @@ def test_full_disk_while_checkpointing(tmp_path, capsys, monkeypatch, uninterrup
     monkeypatch.setattr(torch, "save", filling_the_disk(error, on_call=2))  # the checkpoint of step 6
     if isinstance(error, RuntimeError):
         real_usage = shutil.disk_usage
-        monkeypatch.setattr(shutil, "disk_usage", lambda p: real_usage(p)._replace(free=1 << 30))  # the half file is gone
+        monkeypatch.setattr(
+            shutil, "disk_usage", lambda p: real_usage(p)._replace(free=1 << 30)
+        )  # the half file is gone
     code, err = posenc_train(["--config", config, "--out", out], capsys)
     assert code == 1 and "disk is full" in err and "step 6" in err and "step 3" in err, err
-    assert sorted(p.name for p in out.iterdir()) == ["meta.json", "metrics.jsonl", "model-0000003.safetensors",
-                                                     "optimizer-0000003.pt"]  # no temporary, no unreferenced file
+    assert sorted(p.name for p in out.iterdir()) == [
+        "meta.json",
+        "metrics.jsonl",
+        "model-0000003.safetensors",
+        "optimizer-0000003.pt",
+    ]  # no temporary, no unreferenced file
     monkeypatch.undo()  # space was freed
     monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
     code, err = posenc_train(["--config", config, "--out", out], capsys)
@@ -478,6 +608,7 @@ def test_full_disk_while_building_a_token_cache(tmp_path, capsys, monkeypatch):
     def half_then_full(documents, tokenizer, path, *args, **kwargs):
         Path(path).write_bytes(b"\x93NUMPY")
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(tokens, "write_tokens", half_then_full)
     code, err = command(tokens.main, ["fetch", "--corpus", docs, "--vocab-size", "300", "--quiet"], capsys)
     assert code == 1 and "disk is full" in err, err
@@ -486,8 +617,12 @@ def test_full_disk_while_building_a_token_cache(tmp_path, capsys, monkeypatch):
 
 
 def test_what_a_kill_leaves_is_cleared_on_resume_and_on_force(tmp_path, uninterrupted):
-    strays = [".model-0000006.safetensors.tmp99999", ".optimizer-0000006.pt.tmp99999", ".meta.json.tmp99999",
-              "model-0000006.safetensors"]
+    strays = [
+        ".model-0000006.safetensors.tmp99999",
+        ".optimizer-0000006.pt.tmp99999",
+        ".meta.json.tmp99999",
+        "model-0000006.safetensors",
+    ]
     final = ["meta.json", "metrics.jsonl", "model-0000012.safetensors", "optimizer-0000012.pt"]
     for force in (False, True):
         out = tmp_path / f"run-{force}"
@@ -507,6 +642,7 @@ def interrupt_in_step(number: int):
         if index == number - 1:
             raise KeyboardInterrupt
         return train_step(self, index)
+
     return step
 
 
@@ -535,9 +671,13 @@ def test_ctrl_c_before_the_first_checkpoint_leaves_no_folder(tmp_path, monkeypat
 def experiment(folder: Path, name: str, *cells: str) -> Path:
     "`folder` with one experiment notebook `name`: its parameters cell, then `cells`."
     folder.mkdir(parents=True, exist_ok=True)
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]}),
-                *map(nbformat.v4.new_code_cell, cells)]
+    nb = nbformat.v4.new_notebook(
+        metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}}
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."', metadata={"tags": ["parameters"]}),
+        *map(nbformat.v4.new_code_cell, cells),
+    ]
     nbformat.write(nb, folder / f"{name}.ipynb")
     return folder
 
@@ -550,6 +690,7 @@ def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatc
         staging.mkdir(parents=True)
         (staging / "half.csv").write_text("a\n")
         raise KeyboardInterrupt
+
     monkeypatch.setattr(reproduce, "run_notebook", interrupted)
     out = tmp_path / "figs"
     code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments], capsys)
@@ -559,9 +700,15 @@ def test_ctrl_c_stops_the_driver_without_publishing(tmp_path, capsys, monkeypatc
 
 def test_a_full_run_records_how_many_models_ran_side_by_side(tmp_path, capsys):
     "train_jobs None (the cpu profile's) is recorded as the number this machine allowed; before, the run crashed there."
-    experiments = experiment(tmp_path / "experiments", "01_only", "from pathlib import Path\nPath(out_dir, 'done.csv').write_text('a\\n')")
+    experiments = experiment(
+        tmp_path / "experiments", "01_only", "from pathlib import Path\nPath(out_dir, 'done.csv').write_text('a\\n')"
+    )
     out = tmp_path / "figs"
-    code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments, "train_jobs=null"], capsys)
+    code, err = command(
+        reproduce.main,
+        ["--profile", "smoke", "--out", out, "--experiments-dir", experiments, "train_jobs=null"],
+        capsys,
+    )
     assert code == 0, err
     timings = pd.read_csv(out / "reproduce_timings.csv")
     assert list(timings.notebook) == ["01_only"] and list(timings.train_jobs) == [usable_jobs()], timings
@@ -570,13 +717,30 @@ def test_a_full_run_records_how_many_models_ran_side_by_side(tmp_path, capsys):
 def as_console_script(prog: str, *args, **popen) -> subprocess.Popen:
     "The command `prog` started as its console script starts it (`pip install -e .` writes the same two lines)."
     entry = prog.replace("-", "_")
-    return subprocess.Popen([sys.executable, "-c", f"import sys; from posenc_nb.commands import {entry}; sys.exit({entry}())",
-                             *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # Ctrl-C is on, even under `&`
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; from posenc_nb.commands import {entry}; sys.exit({entry}())",
+            *map(str, args),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **popen,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # Ctrl-C is on, even under `&`
 
 
-@pytest.mark.parametrize("prog, signum", [("posenc-train", signal.SIGINT), ("posenc-reproduce", signal.SIGINT),
-                                          ("posenc-data", signal.SIGTERM), ("posenc-bench", signal.SIGINT)])
+@pytest.mark.parametrize(
+    "prog, signum",
+    [
+        ("posenc-train", signal.SIGINT),
+        ("posenc-reproduce", signal.SIGINT),
+        ("posenc-data", signal.SIGTERM),
+        ("posenc-bench", signal.SIGINT),
+    ],
+)
 def test_ctrl_c_while_a_command_loads(tmp_path, prog, signum):
     "Before: a Ctrl-C in the seconds torch and papermill take to import printed a traceback from inside an import."
     job = as_console_script(prog, "--help", cwd=tmp_path)
@@ -592,9 +756,13 @@ def test_ctrl_c_while_a_command_loads(tmp_path, prog, signum):
 def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkeypatch):
     """A Ctrl-C while a notebook runs in its kernel: one message, and what the last complete run published is kept.
     Before: the kernel, stopped as it replied to the interrupted cell, printed a ZMQError traceback first."""
-    experiments = experiment(tmp_path / "experiments", "01_sleepy", "import os, pathlib, time\n"
-                             "(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])\n"
-                             "time.sleep(float(os.environ['SLEEP']))")
+    experiments = experiment(
+        tmp_path / "experiments",
+        "01_sleepy",
+        "import os, pathlib, time\n"
+        "(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])\n"
+        "time.sleep(float(os.environ['SLEEP']))",
+    )
     out, args = tmp_path / "figs", ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments]
     monkeypatch.setenv("TABLE", "complete")
     monkeypatch.setenv("SLEEP", "0")
@@ -618,15 +786,26 @@ def test_ctrl_c_in_a_notebook_leaves_the_published_copy(tmp_path, capsys, monkey
 
 
 def test_a_killed_run_leaves_no_kernel_socket_in_the_notebooks_folder(tmp_path, monkeypatch):
-    """kill -9 of the runner while a notebook's kernel runs a cell. Before: the kernel's five `kernel-ipc-*` sockets stayed
-    in the notebooks' folder (its working folder), where copying the folder failed on them; then their folder, with its
-    sockets, stayed in the system's temporary folder."""
-    experiments = experiment(tmp_path / "experiments", "01_sleepy", "import pathlib, time\n"
-                             "(pathlib.Path(out_dir) / 'table.csv').write_text('half')\ntime.sleep(120)")
+    """kill -9 of the runner while a notebook's kernel runs a cell. Before: the kernel's five `kernel-ipc-*` sockets
+    stayed in the notebooks' folder (its working folder), where copying the folder failed on them; then their folder,
+    with its sockets, stayed in the system's temporary folder."""
+    experiments = experiment(
+        tmp_path / "experiments",
+        "01_sleepy",
+        "import pathlib, time\n(pathlib.Path(out_dir) / 'table.csv').write_text('half')\ntime.sleep(120)",
+    )
     out, temporary = tmp_path / "figs", tmp_path / "tmp"
     temporary.mkdir()
-    job = as_console_script("posenc-reproduce", "--profile", "smoke", "--out", out, "--experiments-dir", experiments,
-                            env={**os.environ, "TMPDIR": str(temporary)})
+    job = as_console_script(
+        "posenc-reproduce",
+        "--profile",
+        "smoke",
+        "--out",
+        out,
+        "--experiments-dir",
+        experiments,
+        env={**os.environ, "TMPDIR": str(temporary)},
+    )
     staged = out / ".staging-01_sleepy" / "table.csv"
     for _ in range(1200):  # the kernel is in the cell
         if staged.exists() or job.poll() is not None:
@@ -650,19 +829,24 @@ def test_a_killed_run_leaves_no_kernel_socket_in_the_notebooks_folder(tmp_path, 
 def test_full_disk_while_a_notebook_is_published(tmp_path, capsys, monkeypatch):
     """The disk fills while papermill writes the executed copy. Before: the clean-up read the cut copy back, and its
     "Notebook does not appear to be JSON" (exit 2) took the place of the full disk."""
-    experiments = experiment(tmp_path / "experiments", "01_table", "import os, pathlib\n"
-                             "(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])")
+    experiments = experiment(
+        tmp_path / "experiments",
+        "01_table",
+        "import os, pathlib\n(pathlib.Path(out_dir) / 'table.csv').write_text(os.environ['TABLE'])",
+    )
     out, args = tmp_path / "figs", ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments]
     monkeypatch.setenv("TABLE", "complete")
     assert command(reproduce.main, args, capsys)[0] == 0
     published = snapshot(out)
 
     write = LocalHandler.write
+
     def filling_the_disk(handler, buf, path):  # the executed copy, once a cell has run: half of it, then no space
         if '"status": "completed"' not in buf:
             return write(handler, buf, path)
         Path(path).write_text(buf[: len(buf) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(LocalHandler, "write", filling_the_disk)
     monkeypatch.setenv("TABLE", "half")
     code, err = command(reproduce.main, args, capsys)
@@ -672,15 +856,22 @@ def test_full_disk_while_a_notebook_is_published(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("damage", [b'{"cells": [', b"", b"[]", b"\xff\xfe"])
 def test_a_damaged_experiment_notebook_is_named(tmp_path, capsys, damage):
-    "Before: a cut notebook in --experiments-dir gave papermill's \"Notebook does not appear to be JSON\", naming no file."
+    """Before: a cut notebook in --experiments-dir gave papermill\'s "Notebook does not appear to be JSON", naming no
+    file."""
     experiments = experiment(tmp_path / "experiments", "01_fine")
     (experiments / "02_cut.ipynb").write_bytes(damage)
-    code, err = command(reproduce.main, ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments], capsys)
+    code, err = command(
+        reproduce.main, ["--profile", "smoke", "--out", tmp_path / "figs", "--experiments-dir", experiments], capsys
+    )
     assert code == 1 and f"{experiments / '02_cut.ipynb'} is not a readable notebook" in err, err
-    assert f"git checkout -- {experiments / '02_cut.ipynb'}" in err and "move it out of the experiments folder" in err, err
+    assert (
+        f"git checkout -- {experiments / '02_cut.ipynb'}" in err and "move it out of the experiments folder" in err
+    ), err
     assert not (tmp_path / "figs").exists()  # checked before anything ran
 
+
 # --- two processes, one folder -------------------------------------------------------------------------------------
+
 
 def test_lock_is_taken_on_the_resolved_folder(tmp_path, monkeypatch):
     locked, real_lock = [], posenc_nb.train.file_lock
@@ -702,8 +893,12 @@ def test_a_trainer_waiting_on_a_held_run_folder_says_who_holds_it(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)
         held.write("4242")
         held.flush()
-        job = subprocess.Popen([str(POSENC_TRAIN), "--config", str(config), "--out", str(out), "--no-progress"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        job = subprocess.Popen(
+            [str(POSENC_TRAIN), "--config", str(config), "--out", str(out), "--no-progress"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         said = job.stderr.readline()  # once the trainer is up: what it says while it waits
         assert f"{out} is held by process 4242 since " in said and "waiting" in said, said
         assert "`kill -CONT 4242`" in said and "`kill 4242`" in said, said
@@ -720,9 +915,23 @@ def test_two_trainings_through_a_symlink_take_turns(tmp_path):
     real.mkdir()
     link.symlink_to(real)
     keys = {**TINY, "max_steps": 150, "checkpoint_interval": 150, "eval_interval": 50}
-    jobs = [subprocess.Popen([str(POSENC_TRAIN), "--config", str(write_config(tmp_path / "tiny.yaml", **keys)), "--out", str(out),
-                              f"lr={lr}", "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for out, lr in ((real, 3e-3), (link, 2e-3))]
+    jobs = [
+        subprocess.Popen(
+            [
+                str(POSENC_TRAIN),
+                "--config",
+                str(write_config(tmp_path / "tiny.yaml", **keys)),
+                "--out",
+                str(out),
+                f"lr={lr}",
+                "--no-progress",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for out, lr in ((real, 3e-3), (link, 2e-3))
+    ]
     results = [(job.wait(timeout=300), job.stderr.read()) for job in jobs]
     assert sorted(code for code, _ in results) == [0, 1], results  # one trained; the other waited, then refused
     loser = next(err for code, err in results if code == 1)
@@ -734,11 +943,13 @@ def test_two_trainings_through_a_symlink_take_turns(tmp_path):
 
 # --- the library, misused ------------------------------------------------------------------------------------------
 
+
 def test_checkpoint_on_every_interval_not_only_on_logging_steps(tmp_path):
     "Before: a checkpoint was written only on steps that also logged or evaluated."
     out = tmp_path / "run"
-    trainer = Trainer(TrainConfig(**{**TINY, "checkpoint_interval": 3, "log_interval": 5, "eval_interval": 10}), out,
-                      progress=False)
+    trainer = Trainer(
+        TrainConfig(**{**TINY, "checkpoint_interval": 3, "log_interval": 5, "eval_interval": 10}), out, progress=False
+    )
     trainer.fit(4)
     assert read_meta(out)["step"] == 3
     trainer.fit(3)
@@ -760,16 +971,19 @@ def test_run_folder_arguments(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
 
-@pytest.mark.parametrize("name, value, facts", [
-    ("eval_lengths", [16, 64], ["32"]),  # omits the training length
-    ("seeds", [], ["seeds"]),
-    ("table_encodings", ["learned", "alibi"], ["nopos"]),
-    ("train_lengths", [48], ["48", "128"]),  # does not divide 32 x 4 tokens
-    ("shuffled_sentence", "The dog sat", ["The dog sat"]),
-    ("model_sizes", {"odd": {"d_model": 33}}, ["model_sizes", "33"]),  # not a multiple of the heads
-    ("corpus", "no-such-corpus", ["no-such-corpus"]),
-    ("eval_tokens", 0, ["eval_tokens"]),
-])
+@pytest.mark.parametrize(
+    "name, value, facts",
+    [
+        ("eval_lengths", [16, 64], ["32"]),  # omits the training length
+        ("seeds", [], ["seeds"]),
+        ("table_encodings", ["learned", "alibi"], ["nopos"]),
+        ("train_lengths", [48], ["48", "128"]),  # does not divide 32 x 4 tokens
+        ("shuffled_sentence", "The dog sat", ["The dog sat"]),
+        ("model_sizes", {"odd": {"d_model": 33}}, ["model_sizes", "33"]),  # not a multiple of the heads
+        ("corpus", "no-such-corpus", ["no-such-corpus"]),
+        ("eval_tokens", 0, ["eval_tokens"]),
+    ],
+)
 def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
     with pytest.raises(ConfigError) as error:
         check_parameters(dict(PROFILES["smoke"], profile="smoke", **{name: value}))
@@ -778,10 +992,15 @@ def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
 
 # --- round four: claims and timings files, what a task run is given, the library's arguments, refused folders -------
 
+
 def claims_notebook(folder: Path) -> Path:
     "`folder` with one experiment notebook, 01_claims, that saves one claim."
-    return experiment(folder, "01_claims", "from posenc_nb.claims import Claim, save_claims\n"
-                      "save_claims([Claim('a', 'reproduces', 'ours', 'theirs', 'rule')], out_dir, '01_claims')")
+    return experiment(
+        folder,
+        "01_claims",
+        "from posenc_nb.claims import Claim, save_claims\n"
+        "save_claims([Claim('a', 'reproduces', 'ours', 'theirs', 'rule')], out_dir, '01_claims')",
+    )
 
 
 def test_claims_of_a_notebook_the_run_does_not_know_are_named_and_left_out(tmp_path):
@@ -797,15 +1016,31 @@ def test_claims_of_a_notebook_the_run_does_not_know_are_named_and_left_out(tmp_p
     assert stale.read_text().startswith("notebook,claim")  # named and left out, not deleted
 
 
-@pytest.mark.parametrize("damage, facts", [
-    (lambda claims: (claims / "01_claims.csv").write_text("notebook,claim\n01_claims,a\n"), ["01_claims.csv lacks the columns"]),
-    (lambda claims: (claims / "01_claims.csv").write_bytes(b"\xff\xfe\x00\x01"), ["01_claims.csv is not a CSV file of claims"]),
-    (lambda claims: (claims / "01_claims.csv").mkdir(), ["01_claims.csv is a folder where notebook 01_claims's claims file"]),
-    (lambda claims: claims.rmdir() or claims.write_text("x"), ["claims is a file where the folder", "move it away"]),
-])
+@pytest.mark.parametrize(
+    "damage, facts",
+    [
+        (
+            lambda claims: (claims / "01_claims.csv").write_text("notebook,claim\n01_claims,a\n"),
+            ["01_claims.csv lacks the columns"],
+        ),
+        (
+            lambda claims: (claims / "01_claims.csv").write_bytes(b"\xff\xfe\x00\x01"),
+            ["01_claims.csv is not a CSV file of claims"],
+        ),
+        (
+            lambda claims: (claims / "01_claims.csv").mkdir(),
+            ["01_claims.csv is a folder where notebook 01_claims's claims file"],
+        ),
+        (
+            lambda claims: claims.rmdir() or claims.write_text("x"),
+            ["claims is a file where the folder", "move it away"],
+        ),
+    ],
+)
 def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage, facts):
-    """Before: a part without its columns gave blank statuses and "rerun posenc-reproduce" (a loop); a binary part ended in
-    codec text after a notebook had published; `claims` as a file, or a part that is a folder, named nothing we wrote."""
+    """Before: a part without its columns gave blank statuses and "rerun posenc-reproduce" (a loop); a binary part
+    ended in codec text after a notebook had published; `claims` as a file, or a part that is a folder, named nothing
+    we wrote."""
     experiments, out = claims_notebook(tmp_path / "experiments"), tmp_path / "figs"
     (out / "claims").mkdir(parents=True)
     damage(out / "claims")
@@ -819,15 +1054,17 @@ def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage
 
 @pytest.mark.parametrize("damage", [b"\xff\xfe\x00\x01", b"", b"notebook,seconds\n01_only,1.0\n"])
 def test_a_damaged_timings_file_is_set_aside_and_the_run_timed(tmp_path, capsys, damage):
-    """Binary, empty, or without its `profile` column. Before: an --only run published its notebook, then failed with codec
-    text, "No columns to parse" or an unexpected AttributeError, naming no file; the run's times were lost."""
+    """Binary, empty, or without its `profile` column. Before: an --only run published its notebook, then failed with
+    codec text, "No columns to parse" or an unexpected AttributeError, naming no file; the run's times were lost."""
     experiments = experiment(tmp_path / "experiments", "01_only")
     out = tmp_path / "figs"
     out.mkdir()
     timings = out / "reproduce_timings.csv"
     timings.write_bytes(damage)
     capsys.readouterr()
-    code = reproduce.main(["--profile", "smoke", "--only", "01", "--out", str(out), "--experiments-dir", str(experiments)])
+    code = reproduce.main(
+        ["--profile", "smoke", "--only", "01", "--out", str(out), "--experiments-dir", str(experiments)]
+    )
     said = capsys.readouterr().out
     assert code == 0 and f"{timings} " in said and "set aside as reproduce_timings.damaged.csv" in said, said
     assert (out / "reproduce_timings.damaged.csv").read_bytes() == damage  # kept, not overwritten
@@ -835,14 +1072,20 @@ def test_a_damaged_timings_file_is_set_aside_and_the_run_timed(tmp_path, capsys,
     assert (out / "notebooks" / "01_only.ipynb").exists()
 
 
-@pytest.mark.parametrize("override, key", [
-    ("corpus=nosuch", "corpus: 'nosuch' would not be used"),
-    ("tokenizer=/nonexistent/tok.json", "tokenizer: /nonexistent/tok.json would not be used"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("corpus=nosuch", "corpus: 'nosuch' would not be used"),
+        ("tokenizer=/nonexistent/tok.json", "tokenizer: /nonexistent/tok.json would not be used"),
+    ],
+)
 def test_a_task_run_refuses_corpus_and_tokenizer_settings(tmp_path, capsys, override, key):
-    "Before: `posenc-train task=copy corpus=nosuch` trained without a word, and the unused corpus entered the config hash."
+    """Before: `posenc-train task=copy corpus=nosuch` trained without a word, and the unused corpus entered the
+    config hash."""
     out = tmp_path / "run"
-    code, err = posenc_train(["--out", out, "task=copy", "seq_len=42", "max_steps=1", "warmup_steps=0", override], capsys)
+    code, err = posenc_train(
+        ["--out", out, "task=copy", "seq_len=42", "max_steps=1", "warmup_steps=0", override], capsys
+    )
     assert code == 2 and key in err and "task 'copy'" in err, err
     assert not list(tmp_path.iterdir())  # nothing made
     # a task run with the default corpus and tokenizer keeps the hash that names its committed run folder
@@ -851,24 +1094,37 @@ def test_a_task_run_refuses_corpus_and_tokenizer_settings(tmp_path, capsys, over
 
 def tiny_model() -> TransformerLM:
     torch.manual_seed(0)
-    return TransformerLM(ModelConfig(vocab_size=300, n_layer=2, n_head=2, d_model=16, max_len=32, pos_encoding="nopos")).eval()
+    return TransformerLM(
+        ModelConfig(vocab_size=300, n_layer=2, n_head=2, d_model=16, max_len=32, pos_encoding="nopos")
+    ).eval()
 
 
 def test_library_functions_check_their_arguments_first(monkeypatch):
-    "Before: a bare KeyError, a frame with no columns, an AttributeError, a ZeroDivisionError after some scoring, and so on."
+    """Before: a bare KeyError, a frame with no columns, an AttributeError, a ZeroDivisionError after some scoring,
+    and so on."""
     model, tokens = tiny_model(), torch.randint(0, 300, (2000,)).numpy()
     scored = []
     real_perplexity = evaluate.perplexity_by_length
     monkeypatch.setattr(evaluate, "perplexity_by_length", lambda *a, **k: scored.append(a) or real_perplexity(*a, **k))
-    cases = [(lambda: task_examples("nosuch", 2, 0), "task must be one of repeat, replace, copy, reverse, got 'nosuch'"),
-             (lambda: exact_match(model, "copy", lengths=[]), "lengths must not be empty, got []"),
-             (lambda: task_examples("copy", 2, seed=2**64), "seed must be an integer in [0, 2**64)"),
-             (lambda: evaluate.attention_scale_sweep(model, tokens, [16], [1.0, 1.5], train_length=1),
-              "train_length must be at least 2 for the log-length rule"),
-             (lambda: evaluate.attention_scale_sweep(model, tokens, [1, 16], [1.0], train_length=16),
-              "context_lengths each entry must be at least 2"),
-             (lambda: probe_layers(model, probe_windows(model, tokens, tokens, n_train=2, n_select=1, n_eval=1), layers=["1"]),
-              "layer '1' (a str, not an integer) does not exist")]
+    cases = [
+        (lambda: task_examples("nosuch", 2, 0), "task must be one of repeat, replace, copy, reverse, got 'nosuch'"),
+        (lambda: exact_match(model, "copy", lengths=[]), "lengths must not be empty, got []"),
+        (lambda: task_examples("copy", 2, seed=2**64), "seed must be an integer in [0, 2**64)"),
+        (
+            lambda: evaluate.attention_scale_sweep(model, tokens, [16], [1.0, 1.5], train_length=1),
+            "train_length must be at least 2 for the log-length rule",
+        ),
+        (
+            lambda: evaluate.attention_scale_sweep(model, tokens, [1, 16], [1.0], train_length=16),
+            "context_lengths each entry must be at least 2",
+        ),
+        (
+            lambda: probe_layers(
+                model, probe_windows(model, tokens, tokens, n_train=2, n_select=1, n_eval=1), layers=["1"]
+            ),
+            "layer '1' (a str, not an integer) does not exist",
+        ),
+    ]
     for call, said in cases:
         with pytest.raises(ValueError) as error:
             call()
@@ -876,15 +1132,21 @@ def test_library_functions_check_their_arguments_first(monkeypatch):
     assert not scored  # refused before any factor was scored
     pytest.importorskip("transformer_lens")
     from posenc_nb.interop import from_hooked_transformer
+
     with pytest.raises(TypeError, match="got a TransformerLM, which is our model already"):
         from_hooked_transformer(model)
 
 
 def test_a_seed_out_of_range_is_bad_input_to_training_and_plan(tmp_path, capsys):
-    "Before: posenc-train seed=18446744073709551616 ended in torch's \"Overflow when unpacking long long\"."
-    for main, args, key in [(posenc_nb.train.main, ["--out", tmp_path / "run", f"seed={2**64}", "--no-progress"], "seed: "),
-                            (plan.plan_main, ["--profile", "smoke", f"seeds=[{2**64}]", "--out", tmp_path / "plan.sh"],
-                             "seeds: each entry ")]:  # the profile's own key, before any run is planned
+    'Before: posenc-train seed=18446744073709551616 ended in torch\'s "Overflow when unpacking long long".'
+    for main, args, key in [
+        (posenc_nb.train.main, ["--out", tmp_path / "run", f"seed={2**64}", "--no-progress"], "seed: "),
+        (
+            plan.plan_main,
+            ["--profile", "smoke", f"seeds=[{2**64}]", "--out", tmp_path / "plan.sh"],
+            "seeds: each entry ",
+        ),
+    ]:  # the profile's own key, before any run is planned
         code, err = command(main, args, capsys)
         assert code == 2 and f"{key}must be an integer in [0, 2**64), the seeds torch takes, got {2**64}" in err, err
     assert not list(tmp_path.iterdir())
@@ -896,18 +1158,24 @@ def test_a_data_folder_the_os_refuses_names_the_setting(tmp_path, capsys, monkey
     read_only = tmp_path / "data"
     read_only.mkdir()
     real_temporary = tempfile.TemporaryFile
+
     def refusing(*args, dir=None, **kwargs):
         if Path(dir) == read_only:
             raise OSError(errno.EROFS, "Read-only file system")
         return real_temporary(*args, dir=dir, **kwargs)
+
     monkeypatch.setattr(tempfile, "TemporaryFile", refusing)
-    for folder, reason in [("/proc/data", "/proc takes no new files (the OS says: No such file or directory)"),
-                           (read_only, f"{read_only} takes no new files (the OS says: Read-only file system)")]:
+    for folder, reason in [
+        ("/proc/data", "/proc takes no new files (the OS says: No such file or directory)"),
+        (read_only, f"{read_only} takes no new files (the OS says: Read-only file system)"),
+    ]:
         monkeypatch.setenv("POSENC_DATA_DIR", str(folder))
         code, err = posenc_train(["--out", tmp_path / "run", "max_steps=1", "warmup_steps=0"], capsys)
         assert code == 2 and f"POSENC_DATA_DIR={folder} cannot be used: {reason}" in err, err
         assert "set POSENC_DATA_DIR to a folder you can write to" in err, err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"] and not list(read_only.iterdir())  # no run lock either
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"] and not list(
+        read_only.iterdir()
+    )  # no run lock either
 
 
 def test_a_matmul_the_machine_cannot_hold_is_refused_before_work(capsys, monkeypatch):
@@ -923,9 +1191,11 @@ def test_full_disk_while_the_bench_report_is_written(tmp_path, capsys, monkeypat
     report.write_text("# an earlier report\n")
     monkeypatch.setattr(bench, "run_benchmark", lambda **keys: "the report")
     real_write = Path.write_text
+
     def half_then_full(path, text, *args, **kwargs):
         real_write(path, text[: len(text) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(Path, "write_text", half_then_full)
     code, err = command(bench.main, ["--out", report], capsys)
     monkeypatch.undo()
@@ -934,13 +1204,15 @@ def test_full_disk_while_the_bench_report_is_written(tmp_path, capsys, monkeypat
 
 
 def test_full_disk_while_the_plan_is_written(tmp_path, capsys, monkeypatch):
-    "Before: the generic \"a run resumes from its last checkpoint\" paragraph, and a 0-byte plan.sh left behind."
+    'Before: the generic "a run resumes from its last checkpoint" paragraph, and a 0-byte plan.sh left behind.'
     script = tmp_path / "plan.sh"
     script.write_text("# the plan of an earlier run\n")
     real_write = Path.write_text
+
     def half_then_full(path, text, *args, **kwargs):
         real_write(path, text[: len(text) // 2])
         raise OSError(errno.ENOSPC, "No space left on device")
+
     monkeypatch.setattr(Path, "write_text", half_then_full)
     code, err = command(plan.plan_main, ["--profile", "smoke", "--out", script], capsys)
     monkeypatch.undo()
@@ -950,7 +1222,8 @@ def test_full_disk_while_the_plan_is_written(tmp_path, capsys, monkeypatch):
 
 
 def test_a_run_cut_short_keeps_the_times_it_measured(tmp_path, capsys, monkeypatch):
-    "Each notebook's time is written as it ends: interrupted in the second, the first's stays, and --only adds the second's."
+    """Each notebook's time is written as it ends: interrupted in the second, the first's stays, and --only adds the
+    second's."""
     experiments = experiment(tmp_path / "experiments", "01_first")
     experiment(experiments, "02_second")
     real = reproduce.run_notebook
@@ -959,6 +1232,7 @@ def test_a_run_cut_short_keeps_the_times_it_measured(tmp_path, capsys, monkeypat
         if Path(notebook).stem == "02_second":
             raise KeyboardInterrupt
         return real(notebook, output, parameters)
+
     monkeypatch.setattr(reproduce, "run_notebook", second_interrupted)
     out, args = tmp_path / "figs", ["--profile", "smoke", "--experiments-dir", experiments]
     code, err = command(reproduce.main, [*args, "--out", out], capsys)

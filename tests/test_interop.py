@@ -1,8 +1,10 @@
-"""TransformerLens parity (posenc_nb.interop, nbs/07a_interop): a trained smoke run of every encoding it can hold gives our
-logits in TransformerLens to 1e-4 in float32 on 8 windows, and comes back the same model; the rest are refused by name.
+"""TransformerLens parity (posenc_nb.interop, nbs/07a_interop): a trained smoke run of every encoding it can hold gives
+our logits in TransformerLens to 1e-4 in float32 on 8 windows, and comes back the same model; the rest are refused by
+name.
 
 What the chapter's examples check on untrained models (bidirectional twins, longer contexts, RoPE scalings, the hooks)
 is not repeated here: these are trained runs, loaded from their folders as a reader would open them."""
+
 import re
 import sys
 
@@ -25,8 +27,10 @@ BYTES = dict(vocab_size=259, n_layer=2)  # the smoke preset on bytes, with a sec
 def runs(tmp_path_factory):
     "A smoke run of every encoding TransformerLens can hold, trained into a temporary folder."
     root = tmp_path_factory.mktemp("runs")
-    return {name: train(TrainConfig.from_preset("smoke", pos_encoding=name, **BYTES), out_dir=root / name, progress=False)
-            for name in MAPPED}
+    return {
+        name: train(TrainConfig.from_preset("smoke", pos_encoding=name, **BYTES), out_dir=root / name, progress=False)
+        for name in MAPPED
+    }
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +58,9 @@ def test_a_trained_run_has_our_logits_in_transformer_lens(name, runs, windows):
 @pytest.mark.parametrize("name", list(REFUSED))
 def test_encodings_it_cannot_hold_are_refused_naming_those_it_can(name):
     with pytest.raises(ValueError) as error:
-        to_hooked_transformer(TransformerLM(ModelConfig(vocab_size=259, n_layer=1, n_head=2, d_model=32, max_len=16,
-                                                        pos_encoding=name)))
+        to_hooked_transformer(
+            TransformerLM(ModelConfig(vocab_size=259, n_layer=1, n_head=2, d_model=32, max_len=16, pos_encoding=name))
+        )
     message = str(error.value)
     assert name in message and all(mapped in message for mapped in MAPPED)
 

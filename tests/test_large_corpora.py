@@ -41,7 +41,9 @@ def pile(tmp_path, monkeypatch):
     (root / "train").mkdir(parents=True)
     sizes = {"train/00": 150, "train/01": 150, "val": 20, "test": 20}
     for name, n in sizes.items():
-        lines = "".join(json.dumps({"text": document(rng), "meta": {"pile_set_name": "Pile-CC"}}) + "\n" for _ in range(n))
+        lines = "".join(
+            json.dumps({"text": document(rng), "meta": {"pile_set_name": "Pile-CC"}}) + "\n" for _ in range(n)
+        )
         (root / f"{name}.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(lines.encode()))
     return root
 
@@ -52,8 +54,10 @@ def gpt2_like(tmp_path, pile) -> str:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.train_from_iterator(WORDS * 20, trainers.BpeTrainer(vocab_size=320, show_progress=False,
-                                                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tokenizer.train_from_iterator(
+        WORDS * 20,
+        trainers.BpeTrainer(vocab_size=320, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
     tokenizer.add_special_tokens([EOS])
     path = tmp_path / "gpt2-like.json"
     tokenizer.save(str(path))
@@ -77,9 +81,22 @@ def test_a_json_lines_corpus_streams_into_a_cache_and_tokens(pile, gpt2_like):
 @pytest.mark.parametrize("objective", ["clm", "mlm"])
 def test_models_train_on_it_with_the_gpt2_layout(tmp_path, pile, gpt2_like, objective):
     size = read_tokenizer(gpt2_like).get_vocab_size()
-    cfg = TrainConfig.from_preset("smoke", corpus=str(pile), tokenizer=gpt2_like, vocab_size=size, objective=objective,
-                                  pos_encoding="alibi", n_layer=1, d_model=32, n_head=2, seq_len=32, batch_size=8,
-                                  max_steps=40, warmup_steps=4, eval_batches=1)
+    cfg = TrainConfig.from_preset(
+        "smoke",
+        corpus=str(pile),
+        tokenizer=gpt2_like,
+        vocab_size=size,
+        objective=objective,
+        pos_encoding="alibi",
+        n_layer=1,
+        d_model=32,
+        n_head=2,
+        seq_len=32,
+        batch_size=8,
+        max_steps=40,
+        warmup_steps=4,
+        eval_batches=1,
+    )
     run = train(cfg, tmp_path / "run", progress=False)
     assert run.finished and load_run(run.out_dir).config.tokenizer == gpt2_like
     assert run.tokenizer.get_vocab_size() == size  # the run's own tokenizer, not a BPE trained on the corpus
@@ -88,14 +105,28 @@ def test_models_train_on_it_with_the_gpt2_layout(tmp_path, pile, gpt2_like, obje
         score = masked_perplexity(run.model, val, 32, max_tokens=512, specials=special_ids(run.tokenizer))
     else:
         score = perplexity_by_length(run.model, val, [32], max_tokens=512)
-        assert run_perplexity(run, [32], max_tokens=512).perplexity[0] == score.perplexity[0]  # experiments use its tokens too
+        assert (
+            run_perplexity(run, [32], max_tokens=512).perplexity[0] == score.perplexity[0]
+        )  # experiments use its tokens too
     assert score.perplexity[0] < size / 4  # it learnt from these tokens: far better than a uniform guess
 
 
 def test_a_vocabulary_smaller_than_the_tokenizer_is_refused(tmp_path, pile, gpt2_like):
     size = read_tokenizer(gpt2_like).get_vocab_size()
-    cfg = TrainConfig.from_preset("smoke", corpus=str(pile), tokenizer=gpt2_like, vocab_size=size - 1, n_layer=1, d_model=32,
-                                  n_head=2, seq_len=32, batch_size=4, max_steps=1, warmup_steps=1, eval_batches=1)
+    cfg = TrainConfig.from_preset(
+        "smoke",
+        corpus=str(pile),
+        tokenizer=gpt2_like,
+        vocab_size=size - 1,
+        n_layer=1,
+        d_model=32,
+        n_head=2,
+        seq_len=32,
+        batch_size=4,
+        max_steps=1,
+        warmup_steps=1,
+        eval_batches=1,
+    )
     with pytest.raises(ConfigError, match=re.escape(f"{size - 1} is smaller than the {size} entries")):
         train(cfg, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
@@ -110,7 +141,9 @@ def test_a_damaged_line_names_its_file_and_line(tmp_path, pile):
 
 @pytest.mark.parametrize("text", ["12", "null", '["a", "list"]'])
 def test_a_text_that_is_not_a_string_names_its_file_and_line(tmp_path, pile, text):
-    (pile / "test.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(f'{{"text": "fine"}}\n{{"text": {text}}}\n'.encode()))
+    (pile / "test.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(f'{{"text": "fine"}}\n{{"text": {text}}}\n'.encode())
+    )
     with pytest.raises(ValueError, match=rf"test\.jsonl\.zst, line 2: `text` is {re.escape(text[:5])}.*not a string"):
         load_corpus(str(pile))
     assert not list((tmp_path / "data" / "corpora").glob("*/complete.json"))
@@ -118,16 +151,29 @@ def test_a_text_that_is_not_a_string_names_its_file_and_line(tmp_path, pile, tex
 
 def test_an_empty_split_is_named(tmp_path, pile):
     (pile / "val.jsonl.zst").write_bytes(zstandard.ZstdCompressor().compress(b'{"text": "  "}\n{"text": ""}\n'))
-    with pytest.raises(ValueError, match=r"The validation split of local-pile-\w+ has no document.*give it at least one"):
+    with pytest.raises(
+        ValueError, match=r"The validation split of local-pile-\w+ has no document.*give it at least one"
+    ):
         load_corpus(str(pile))
 
 
-@pytest.mark.parametrize("name, damage, facts", [
-    ("val.jsonl.gz", lambda good: good, ["val.jsonl.gz is a damaged or cut-short gzip file", "BadGzipFile"]),
-    ("val.jsonl.gz", lambda good: gzip.compress(good)[:200], ["val.jsonl.gz is a damaged or cut-short gzip file", "EOFError"]),
-    ("val.jsonl.zst", lambda good: b"not zstandard at all\n", ["val.jsonl.zst is a damaged or cut-short zstandard file"]),
-    ("val.jsonl", lambda good: good + b'{"text": "caf\xe9"}\n', ["val.jsonl, line 21: not UTF-8", "iconv"]),
-])
+@pytest.mark.parametrize(
+    "name, damage, facts",
+    [
+        ("val.jsonl.gz", lambda good: good, ["val.jsonl.gz is a damaged or cut-short gzip file", "BadGzipFile"]),
+        (
+            "val.jsonl.gz",
+            lambda good: gzip.compress(good)[:200],
+            ["val.jsonl.gz is a damaged or cut-short gzip file", "EOFError"],
+        ),
+        (
+            "val.jsonl.zst",
+            lambda good: b"not zstandard at all\n",
+            ["val.jsonl.zst is a damaged or cut-short zstandard file"],
+        ),
+        ("val.jsonl", lambda good: good + b'{"text": "caf\xe9"}\n', ["val.jsonl, line 21: not UTF-8", "iconv"]),
+    ],
+)
 def test_a_file_that_cannot_be_read_names_itself_and_the_remedy(tmp_path, pile, name, damage, facts):
     good = zstandard.ZstdDecompressor().decompress((pile / "val.jsonl.zst").read_bytes())
     (pile / "val.jsonl.zst").unlink()
@@ -141,14 +187,32 @@ def test_a_file_that_cannot_be_read_names_itself_and_the_remedy(tmp_path, pile, 
 
 @pytest.mark.slow
 def test_the_experiments_run_on_it(tmp_path, pile, gpt2_like):
-    "The paper's Pile setup through `posenc-reproduce`: corpus and tokenizer as overrides, every token load through that tokenizer."
+    """The paper's Pile setup through `posenc-reproduce`: corpus and tokenizer as overrides, every token load through
+    that tokenizer."""
     size = read_tokenizer(gpt2_like).get_vocab_size()
     cli = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
-    args = ["--profile", "smoke", "--only", "01", "--only", "07", "--out", str(tmp_path / "figures"), f"corpus={pile}",
-            f"train_settings.tokenizer={gpt2_like}", f"train_settings.vocab_size={size}",
-            "unigram_margin=null"]  # four smoke steps do not beat a 20-word corpus' unigram baseline; the plumbing is tested here
-    done = subprocess.run([*cli, *args], cwd=REPO_ROOT, env=dict(os.environ, POSENC_RUNS_DIR=str(tmp_path / "runs")),
-                          capture_output=True, text=True, timeout=900)
+    args = [
+        "--profile",
+        "smoke",
+        "--only",
+        "01",
+        "--only",
+        "07",
+        "--out",
+        str(tmp_path / "figures"),
+        f"corpus={pile}",
+        f"train_settings.tokenizer={gpt2_like}",
+        f"train_settings.vocab_size={size}",
+        "unigram_margin=null",
+    ]  # four smoke steps do not beat a 20-word corpus' unigram baseline; the plumbing is tested here
+    done = subprocess.run(
+        [*cli, *args],
+        cwd=REPO_ROOT,
+        env=dict(os.environ, POSENC_RUNS_DIR=str(tmp_path / "runs")),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (tmp_path / "figures" / "extrapolation.csv").exists() and (tmp_path / "figures" / "mlm_control.csv").exists()
     configs = [json.loads(meta.read_text())["config"] for meta in (tmp_path / "runs").glob("*/meta.json")]

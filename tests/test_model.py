@@ -1,4 +1,5 @@
 "Model behaviour that does not fit the notebooks: both attention paths, every encoding, causality, dtypes, checkpoints."
+
 import dataclasses
 import json
 from functools import partial
@@ -13,7 +14,6 @@ from posenc_nb.config import TrainConfig
 from posenc_nb.encodings import ENCODINGS
 from posenc_nb.model import MODEL_VERSION, PRESETS, ModelConfig, TransformerLM, check_token_ids
 from support import SMALL
-
 
 
 def make(name, causal=True, **overrides):
@@ -39,7 +39,8 @@ def test_fused_and_explicit_paths_agree(name, causal):
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("name", list(ENCODINGS))
 def test_query_blocks_give_the_logits_of_the_whole_bias(name, causal, monkeypatch):
-    "Blocks of 32 queries over 150 tokens (4 of 32 and one of 22) give the logits of one block and of the explicit path."
+    """Blocks of 32 queries over 150 tokens (4 of 32 and one of 22) give the logits of one block and of the explicit
+    path."""
     model = make(name, causal, max_len=150)
     idx = torch.randint(0, SMALL.vocab_size, (2, 150))
     with torch.no_grad():
@@ -73,13 +74,22 @@ def test_checkpoint_round_trip(name, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(restored(idx).logits, model(idx).logits)
     position_keys = [k for k in saved["state"] if k.startswith("pos.")]
-    assert position_keys == [f"pos.{k}" for k in model.pos.state_dict()]  # the encoding's parameters; caches are not saved
-    if name in ("nopos", "learned", "sinusoidal", "rope", "alibi"):  # the paper's five: nothing but learned positions saved
+    assert position_keys == [
+        f"pos.{k}" for k in model.pos.state_dict()
+    ]  # the encoding's parameters; caches are not saved
+    if name in (
+        "nopos",
+        "learned",
+        "sinusoidal",
+        "rope",
+        "alibi",
+    ):  # the paper's five: nothing but learned positions saved
         assert position_keys == (["pos.table.weight"] if name == "learned" else [])
 
 
 def test_a_checkpoint_of_an_earlier_model_version_is_refused(tmp_path):
-    "A sinusoidal run saved under version 2 (the original Transformer's table, which no checkpoint holds) does not load silently."
+    """A sinusoidal run saved under version 2 (the original Transformer's table, which no checkpoint holds) does not
+    load silently."""
     cfg = TrainConfig.from_preset("smoke", pos_encoding="sinusoidal")
     model = TransformerLM(cfg.model_config())
     save_checkpoint(tmp_path, model, torch.optim.AdamW(model.parameters()), cfg, step=1, tokens=1, finished=False)
@@ -90,7 +100,9 @@ def test_a_checkpoint_of_an_earlier_model_version_is_refused(tmp_path):
         load_weights(model, tmp_path, {**meta, "model_version": 2})
 
 
-@pytest.mark.parametrize("name", ["rope", "sinusoidal", "alibi", "xpos", "t5", "kerple"])  # FIRE's threshold follows max_len
+@pytest.mark.parametrize(
+    "name", ["rope", "sinusoidal", "alibi", "xpos", "t5", "kerple"]
+)  # FIRE's threshold follows max_len
 def test_long_inputs_match_a_longer_cache_and_change_nothing(name):
     model = make(name)
     buffers = dict(model.named_buffers())

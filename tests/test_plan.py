@@ -1,4 +1,6 @@
-"The plan of a profile's training runs is built from the notebooks' own grids, and its commands train exactly those runs."
+"""The plan of a profile's training runs is built from the notebooks' own grids, and its commands train exactly those
+runs."""
+
 import contextlib
 import io
 import os
@@ -14,8 +16,18 @@ from posenc_nb.plan import plan_script, training_plan
 from posenc_nb.reproduce import experiment_notebooks, main
 
 # The grid functions of posenc_nb.grids that build a notebook's models (everything experiment_grids is made of).
-GRID_FUNCTIONS = ["core_grid", "masked_grid", "twin_runs", "corpora_grid", "sizes_grid", "lengths_grid",
-                  "beyond_grid", "task_grid", "start_and_budget_grids", "modern_grids"]
+GRID_FUNCTIONS = [
+    "core_grid",
+    "masked_grid",
+    "twin_runs",
+    "corpora_grid",
+    "sizes_grid",
+    "lengths_grid",
+    "beyond_grid",
+    "task_grid",
+    "start_and_budget_grids",
+    "modern_grids",
+]
 
 
 def _calls(notebook) -> set[str]:
@@ -40,9 +52,12 @@ def test_the_plan_names_every_notebook():
 
 @pytest.mark.parametrize("profile", ["paper", "gpu"])
 def test_dry_run_checks_and_plans_without_training(profile, tmp_path):
-    "A dry run of the GPU-sized profiles succeeds without a GPU, trains nothing, writes nothing, and prints the estimate."
-    with mock.patch.dict(os.environ, POSENC_RUNS_DIR=str(tmp_path / "runs")), \
-         contextlib.redirect_stdout(io.StringIO()) as printed:
+    """A dry run of the GPU-sized profiles succeeds without a GPU, trains nothing, writes nothing, and prints the
+    estimate."""
+    with (
+        mock.patch.dict(os.environ, POSENC_RUNS_DIR=str(tmp_path / "runs")),
+        contextlib.redirect_stdout(io.StringIO()) as printed,
+    ):
         assert main(["--profile", profile, "--dry-run", "--out", str(tmp_path / "figures")]) == 0
     assert "GPU-hours" in printed.getvalue() and f"{len(training_plan(profile))} training runs" in printed.getvalue()
     assert not (tmp_path / "runs").exists() and not (tmp_path / "figures").exists()
@@ -58,7 +73,7 @@ def test_plan_commands_train_the_planned_configs(profile, nproc):
         words = shlex.split(command)
         assert words[:5] == ["torchrun", "--standalone", f"--nproc-per-node={nproc}", "--no-python", "posenc-train"]
         folder = words[words.index("--out") + 1]
-        cfg = TrainConfig.from_dict(parse_overrides(words[words.index("--out") + 2:]))
+        cfg = TrainConfig.from_dict(parse_overrides(words[words.index("--out") + 2 :]))
         assert (cfg, folder, config_hash(cfg)) == (row.config, row.folder, row.config_hash)
         cfg.check_world_size(nproc)
 
@@ -66,10 +81,11 @@ def test_plan_commands_train_the_planned_configs(profile, nproc):
 def test_posenc_train_accepts_the_planned_command():
     "`posenc-train` (its `main`) given a planned command's arguments trains that config into that folder."
     from posenc_nb import train as train_module
+
     plan = training_plan("gpu").head(1)
     words = shlex.split(plan_script(plan, 1).splitlines()[-1])
     calls = []
     fake = lambda cfg, out_dir=None, **kwargs: calls.append((cfg, str(out_dir))) or mock.MagicMock(out_dir=out_dir)
     with mock.patch.object(train_module, "train", fake), contextlib.redirect_stdout(io.StringIO()):
-        assert train_module.main(words[words.index("posenc-train") + 1:]) == 0
+        assert train_module.main(words[words.index("posenc-train") + 1 :]) == 0
     assert calls == [(plan.config.iloc[0], plan.folder.iloc[0])]

@@ -1,5 +1,6 @@
 """The README and its pages cannot misquote the committed CSVs and executed notebooks: their generated blocks are what
 they give. The README's links lead somewhere, its chapter table lists every chapter, and its Python runs as written."""
+
 import io
 import json
 import os
@@ -48,17 +49,22 @@ def test_every_results_table_and_finding_is_generated():
 
 def test_no_block_outside_the_files_update_readme_rewrites():
     "A block in a markdown file update_readme does not rewrite would go stale in silence."
-    markdown = [*REPO_ROOT.glob("*.md"), *(p for folder in ("figures", "nbs", "tests", "data", "posenc_nb")
-                                          for p in (REPO_ROOT / folder).rglob("*.md"))]
+    markdown = [
+        *REPO_ROOT.glob("*.md"),
+        *(p for folder in ("figures", "nbs", "tests", "data", "posenc_nb") for p in (REPO_ROOT / folder).rglob("*.md")),
+    ]
     holding = {p for p in markdown if readme_blocks(p.read_text(encoding="utf-8"))}
     assert holding <= set(readme_files()), sorted(map(str, holding - set(readme_files())))
 
 
 def test_committed_blocks_are_what_the_committed_files_give():
-    "Each block as committed equals what the committed CSVs and executed notebooks give (posenc-reproduce rewrites them)."
+    """Each block as committed equals what the committed CSVs and executed notebooks give (posenc-reproduce rewrites
+    them)."""
     for path, found in blocks().items():
         for name, body in found.items():
-            assert body == render(name, committed_figures()), f"{path.relative_to(REPO_ROOT)}: {name} differs from the results"
+            assert body == render(name, committed_figures()), (
+                f"{path.relative_to(REPO_ROOT)}: {name} differs from the results"
+            )
 
 
 def test_each_finding_is_its_own_paragraph():
@@ -66,7 +72,10 @@ def test_each_finding_is_its_own_paragraph():
     for path, found in blocks().items():
         for name, body in ((n, b) for n, b in found.items() if n.startswith("findings/")):
             lines = body.splitlines()
-            assert lines[::2] == [line for line in lines if line.startswith("> ")] and set(lines[1::2]) <= {">"}, (path, name)
+            assert lines[::2] == [line for line in lines if line.startswith("> ")] and set(lines[1::2]) <= {">"}, (
+                path,
+                name,
+            )
 
 
 def test_the_budget_total_is_the_sum_of_the_timings():
@@ -92,10 +101,12 @@ def test_no_hand_typed_results_table():
 def test_the_chapter_table_lists_every_chapter():
     "One row per library chapter (nbs/[0-9]*.ipynb, lettered ones too), in the order of their numbers."
     readme = README.read_text()
-    table = readme[readme.index(CHAPTER_TABLE):readme.index("\n\n", readme.index(CHAPTER_TABLE))]
+    table = readme[readme.index(CHAPTER_TABLE) : readme.index("\n\n", readme.index(CHAPTER_TABLE))]
     listed = re.findall(r"(?m)^\| `(\w+)` \|", table)
     chapters = sorted(p.stem for p in (REPO_ROOT / "nbs").glob("[0-9]*.ipynb"))
-    assert listed == chapters, f"missing {sorted(set(chapters) - set(listed))}, not a chapter {sorted(set(listed) - set(chapters))}"
+    assert listed == chapters, (
+        f"missing {sorted(set(chapters) - set(listed))}, not a chapter {sorted(set(listed) - set(chapters))}"
+    )
 
 
 def github_anchor(heading: str) -> str:
@@ -104,7 +115,8 @@ def github_anchor(heading: str) -> str:
 
 
 def test_the_readme_and_its_pages_link_to_what_is_there():
-    "Every relative link of the README and its pages names a file of the repository (and a heading of it, if it names one)."
+    """Every relative link of the README and its pages names a file of the repository (and a heading of it, if it
+    names one)."""
     assert README.is_file() and not README.is_symlink()
     readme = README.read_text()
     for page in PAGES[1:]:  # the landing page reaches each of its pages
@@ -118,7 +130,9 @@ def test_the_readme_and_its_pages_link_to_what_is_there():
             assert linked.exists(), f"{page.relative_to(REPO_ROOT)} links to {target}, which is not there"
             if fragment and linked.suffix == ".md":
                 headings = re.findall(r"(?m)^#+ (.+)$", re.sub(r"(?ms)^```.*?^```", "", linked.read_text()))
-                assert fragment in map(github_anchor, headings), f"{page.relative_to(REPO_ROOT)}: no #{fragment} in {path}"
+                assert fragment in map(github_anchor, headings), (
+                    f"{page.relative_to(REPO_ROOT)}: no #{fragment} in {path}"
+                )
 
 
 def test_the_two_commands_are_in_the_readme():
@@ -150,15 +164,36 @@ def test_the_readme_python_runs_as_written(tmp_path):
     code = re.findall(r"(?ms)^```python\n(.*?)^```$", README.read_text())
     assert len(code) >= 2, code
     shutil.copytree(REPO_ROOT / "data", tmp_path / "data", ignore=shutil.ignore_patterns("*.lock"))
-    env = {**os.environ, "POSENC_RUNS_DIR": str(tmp_path / "runs"), "POSENC_DATA_DIR": str(tmp_path / "data"),
-           "MPLBACKEND": "Agg"}
-    done = subprocess.run([sys.executable, "-c", DRIVER], input=json.dumps(code), capture_output=True, text=True,
-                          cwd=tmp_path, env=env, timeout=600)
+    env = {
+        **os.environ,
+        "POSENC_RUNS_DIR": str(tmp_path / "runs"),
+        "POSENC_DATA_DIR": str(tmp_path / "data"),
+        "MPLBACKEND": "Agg",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER],
+        input=json.dumps(code),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    shown = {v["block"]: v for v in (json.loads(line.removeprefix("README value "))
-                                     for line in done.stdout.splitlines() if line.startswith("README value "))}
+    shown = {
+        v["block"]: v
+        for v in (
+            json.loads(line.removeprefix("README value "))
+            for line in done.stdout.splitlines()
+            if line.startswith("README value ")
+        )
+    }
     perplexity = pd.read_json(io.StringIO(shown[1]["table"])).perplexity
-    assert len(perplexity) == 3 and perplexity.between(2_800, 3_000).all(), perplexity  # "about 2,900", as the README says
+    assert len(perplexity) == 3 and perplexity.between(2_800, 3_000).all(), (
+        perplexity
+    )  # "about 2,900", as the README says
     assert "about 2,900" in README.read_text()
     assert shown[2]["repr"] == "torch.Size([1, 2, 32, 32])", shown[2]  # the shape the README's comment gives
-    assert any((p / "meta.json").exists() for p in (tmp_path / "runs").iterdir()), "the run is not in the scratch folder"
+    assert any((p / "meta.json").exists() for p in (tmp_path / "runs").iterdir()), (
+        "the run is not in the scratch folder"
+    )

@@ -2,6 +2,7 @@
 the layers without positions against Hugging Face's `no_rope_layers` (Llama 4, SmolLM3), Llama 4's query temperature
 against its attention layer, partial RoPE against x-transformers' `rotary_emb_dim`. The formulas themselves are checked
 in nbs/01_encodings, the hybrids' routing in nbs/01b_model, and that no variant sees a later token in test_encodings."""
+
 import pytest
 import torch
 
@@ -27,8 +28,18 @@ def test_the_temperature_is_llama_4s_on_its_layers_without_rope(monkeypatch):
     from transformers.models.llama4 import modeling_llama4
     from transformers.models.llama4.configuration_llama4 import Llama4TextConfig
 
-    config = Llama4TextConfig(num_hidden_layers=4, hidden_size=32, num_attention_heads=2, num_key_value_heads=2, head_dim=16,
-                              intermediate_size=64, intermediate_size_mlp=64, vocab_size=50, floor_scale=4, attn_scale=0.1)
+    config = Llama4TextConfig(
+        num_hidden_layers=4,
+        hidden_size=32,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=64,
+        intermediate_size_mlp=64,
+        vocab_size=50,
+        floor_scale=4,
+        attn_scale=0.1,
+    )
     config._attn_implementation = "eager"
     attention = modeling_llama4.Llama4TextAttention(config, layer_idx=3).eval()  # layer 3: no RoPE, the temperature on
     assert not attention.use_rope
@@ -50,7 +61,8 @@ def test_the_temperature_is_llama_4s_on_its_layers_without_rope(monkeypatch):
 
 @pytest.mark.parametrize("fraction", [0.25, 0.5, 1.0])
 def test_partial_rope_is_x_transformers_rotary_emb_dim_with_the_base_raised(fraction):
-    "x-transformers turns the first r = fraction x head_dim dimensions at base'^(-2j/r): ours at base^(-2j/head_dim) when base' = base^fraction."
+    """x-transformers turns the first r = fraction x head_dim dimensions at base'^(-2j/r): ours at
+    base^(-2j/head_dim) when base' = base^fraction."""
     x_transformers = pytest.importorskip("x_transformers.x_transformers")
     head_dim, T, base = 32, 300, 10000.0
     rotary = x_transformers.RotaryEmbedding(int(fraction * head_dim), base=base**fraction)
@@ -60,4 +72,4 @@ def test_partial_rope_is_x_transformers_rotary_emb_dim_with_the_base_raised(frac
         theirs = x_transformers.apply_rotary_pos_emb(q, freqs)
         ours = get_encoding("rope", 4 * head_dim, 4, 128, fraction=fraction).rotate(q, q)[0]  # beyond max_len too
     torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-4)
-    assert torch.equal(ours[..., int(fraction * head_dim):], q[..., int(fraction * head_dim):])
+    assert torch.equal(ours[..., int(fraction * head_dim) :], q[..., int(fraction * head_dim) :])

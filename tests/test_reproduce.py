@@ -1,4 +1,6 @@
-"""End to end: the `smoke` profile through papermill, the driver's failure modes, and the experiment notebooks' hygiene."""
+"""End to end: the `smoke` profile through papermill, the driver's failure modes, and the experiment notebooks'
+hygiene."""
+
 import json
 import os
 import re
@@ -30,14 +32,51 @@ SMOKE = PROFILES["smoke"]
 ENCODINGS = SMOKE["encodings"]
 
 # Every figure (PNG + SVG) the experiments write (their tables: `posenc_nb.outputs.OUTPUT_TABLES`).
-FIGURES = ["positive_arm", "extrapolation", "context_use", "attention_heatmaps", "attention_grid_nopos", "table1_corpora", "table2_model_sizes",
-           "table3_train_lengths", "probe_mad", "probe_predictions", "mlm_control", "loss_by_position", "word_order",
-           "counting_entropy", "counting_spread", "counting_probes", "counting_interventions", "beyond_the_paper", "attention_scale",
-           "length_generalisation", "length_generalisation_link", "start_token", "gap_budget", "modern_positions",
-           *(f"training_curves_{name}" for name in ["positive_arm", "extrapolation", "attention_heatmaps", "table1_corpora", "table2_model_sizes",
-                                                     "table3_train_lengths", "probe", "mlm_control", "appendix",
-                                                     "beyond_the_paper", "how_nopos_counts", "length_generalisation",
-                                                     "start_token_budget", "modern_positions"])]
+FIGURES = [
+    "positive_arm",
+    "extrapolation",
+    "context_use",
+    "attention_heatmaps",
+    "attention_grid_nopos",
+    "table1_corpora",
+    "table2_model_sizes",
+    "table3_train_lengths",
+    "probe_mad",
+    "probe_predictions",
+    "mlm_control",
+    "loss_by_position",
+    "word_order",
+    "counting_entropy",
+    "counting_spread",
+    "counting_probes",
+    "counting_interventions",
+    "beyond_the_paper",
+    "attention_scale",
+    "length_generalisation",
+    "length_generalisation_link",
+    "start_token",
+    "gap_budget",
+    "modern_positions",
+    *(
+        f"training_curves_{name}"
+        for name in [
+            "positive_arm",
+            "extrapolation",
+            "attention_heatmaps",
+            "table1_corpora",
+            "table2_model_sizes",
+            "table3_train_lengths",
+            "probe",
+            "mlm_control",
+            "appendix",
+            "beyond_the_paper",
+            "how_nopos_counts",
+            "length_generalisation",
+            "start_token_budget",
+            "modern_positions",
+        ]
+    ),
+]
 
 
 def run_cli(*args, runs_dir: Path, timeout=900) -> subprocess.CompletedProcess:
@@ -48,7 +87,8 @@ def run_cli(*args, runs_dir: Path, timeout=900) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    "The whole smoke profile, once, from an empty runs folder: (completed process, figures folder, runs folder, seconds)."
+    """The whole smoke profile, once, from an empty runs folder: (completed process, figures folder, runs folder,
+    seconds)."""
     root = tmp_path_factory.mktemp("smoke")
     start = time.time()
     done = run_cli("--profile", "smoke", "--out", str(root / "figures"), runs_dir=root / "runs")
@@ -103,25 +143,34 @@ def test_smoke_tables_cover_what_the_profile_asks(smoke):
     assert set(probe.layer) == set(range(n_layer + 1)) and set(probe.encoding) == set(ENCODINGS)
     assert probe.random_mad.round(6).eq(round(random_mad(train_len), 6)).all()
     assert probe.middle_mad.round(6).eq(round(middle_mad(train_len), 6)).all() and set(probe.probe) == {"mlp", "linear"}
-    assert set(probe[~probe.trained].encoding) == {"nopos"} and set(probe[~probe.trained].seed) == set(SMOKE["seeds"])  # the control
+    assert set(probe[~probe.trained].encoding) == {"nopos"} and set(probe[~probe.trained].seed) == set(
+        SMOKE["seeds"]
+    )  # the control
     cap = ProbeTraining(epochs=SMOKE["probe_epochs"]).max_epochs
     assert probe.epochs_run.between(SMOKE["probe_epochs"], cap).all()  # the first passes, at most the cap
     assert not probe.still_improving.any()  # each stopped because its held-out loss settled, none at the cap
     assert (probe.mad_epoch <= probe.epochs_run).all() and (probe.median_mad_epoch <= probe.epochs_run).all()
 
     mlm = pd.read_csv(figures / "mlm_control.csv")
-    assert {(e, o) for e, o in zip(mlm.encoding, mlm.objective)} == {(e, o) for e in SMOKE["mlm_encodings"] for o in ("clm", "mlm")}
+    assert {(e, o) for e, o in zip(mlm.encoding, mlm.objective)} == {
+        (e, o) for e in SMOKE["mlm_encodings"] for o in ("clm", "mlm")
+    }
 
     tasks = pd.read_csv(figures / "length_generalisation.csv")  # every task model at every length, 2 to 40
-    assert {(t, e, s) for t, e, s in zip(tasks.task, tasks.encoding, tasks.seed)} == \
-        {(t, e, s) for t in SMOKE["tasks"] for e in SMOKE["task_encodings"] for s in SMOKE["seeds"]}
+    assert {(t, e, s) for t, e, s in zip(tasks.task, tasks.encoding, tasks.seed)} == {
+        (t, e, s) for t in SMOKE["tasks"] for e in SMOKE["task_encodings"] for s in SMOKE["seeds"]
+    }
     assert set(tasks.length) == set(range(2, 41)) and tasks.n.eq(SMOKE["task_examples"]).all()
     link = pd.read_csv(figures / "length_generalisation_link.csv")  # repeat-task NoPos, every test length and seed
     assert set(link.encoding) == {"nopos"} and len(link) == 20 * len(SMOKE["seeds"])
 
     gaps = pd.read_csv(figures / "attention_permutation_gap.csv").set_index("attention")
-    assert gaps.permutation_gap["bidirectional"] < 1e-4 < gaps.permutation_gap["causal"]  # the mask changes which keys a query sees
-    assert gaps.shared_keys_gap["causal"] < 1e-5  # over the keys both orders show a query, one block without positions is blind
+    assert (
+        gaps.permutation_gap["bidirectional"] < 1e-4 < gaps.permutation_gap["causal"]
+    )  # the mask changes which keys a query sees
+    assert (
+        gaps.shared_keys_gap["causal"] < 1e-5
+    )  # over the keys both orders show a query, one block without positions is blind
 
 
 @pytest.mark.slow
@@ -130,53 +179,84 @@ def test_smoke_reuses_trained_models(smoke):
     _, _, runs, _ = smoke
     s = SMOKE
     one_seed = len(s["table_seeds"])  # the tables and the encodings beyond the paper; their core rows are the core runs
-    # the core models; the masked LMs: seed 0 of each arm, every seed of NoPos (four-step arms ignore order: no more seeds)
-    distinct = (len(ENCODINGS) * len(s["seeds"]) + len(s["mlm_encodings"]) + len(s["seeds"]) - 1
-                + (len(s["corpora"]) - 1) * len(s["table_encodings"]) * one_seed  # the other corpora
-                + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
-                + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
-                + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed  # beyond the paper
-                + len(s["tasks"]) * len(s["task_encodings"]) * len(s["seeds"])  # the synthetic-task models
-                + len(s["start_token_encodings"]) * len(s["seeds"])  # the start-token arm at the core budget
-                + (len(budget_steps_of(s["train_settings"], s["budget_steps"])) - 1) * 3  # NoPos, learned, start-token NoPos a smaller budget
-                # positions as practised now, on two layers (every 2nd is the last: one hybrid): RoPE, the hybrid and NoPos
-                # every seed, partial RoPE twice and the temperature the first, ALiBi the first; on the repeat task the same
-                # but NoPos and ALiBi (the synthetic-task notebook's); a DroPE child of each RoPE model, on text and on the task
-                + 3 * len(s["seeds"]) + 3 + 1 + 2 * len(s["seeds"]) + 3 + 2 * len(s["seeds"]))
+    # the core models; the masked LMs: seed 0 of each arm, every seed of NoPos (four-step arms ignore order: no more
+    # seeds)
+    distinct = (
+        len(ENCODINGS) * len(s["seeds"])
+        + len(s["mlm_encodings"])
+        + len(s["seeds"])
+        - 1
+        + (len(s["corpora"]) - 1) * len(s["table_encodings"]) * one_seed  # the other corpora
+        + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
+        + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
+        + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed  # beyond the paper
+        + len(s["tasks"]) * len(s["task_encodings"]) * len(s["seeds"])  # the synthetic-task models
+        + len(s["start_token_encodings"]) * len(s["seeds"])  # the start-token arm at the core budget
+        + (len(budget_steps_of(s["train_settings"], s["budget_steps"])) - 1)
+        * 3  # NoPos, learned, start-token NoPos a smaller budget
+        # positions as practised now, on two layers (every 2nd is the last: one hybrid): RoPE, the hybrid and NoPos
+        # every seed, partial RoPE twice and the temperature the first, ALiBi the first; on the repeat task the same
+        # but NoPos and ALiBi (the synthetic-task notebook's); a DroPE child of each RoPE model, on text and on the task
+        + 3 * len(s["seeds"])
+        + 3
+        + 1
+        + 2 * len(s["seeds"])
+        + 3
+        + 2 * len(s["seeds"])
+    )
     assert len([d for d in runs.iterdir() if (d / "meta.json").exists()]) == distinct
 
 
 @pytest.mark.slow
 def test_smoke_trains_exactly_the_plan(smoke):
-    "The run folders the notebooks leave are the plan's (`posenc-reproduce plan`), but for corpora that need the network."
+    """The run folders the notebooks leave are the plan's (`posenc-reproduce plan`), but for corpora that need the
+    network."""
     _, _, runs, _ = smoke
     plan = training_plan("smoke")
     online = plan.corpus.isin(SMOKE["online_corpora"])
     # the plan lists every seed of every masked arm; an arm order-blind at seed 0 trains no more (here: all but NoPos)
     untried = (plan.objective == "mlm") & (plan.encoding != "nopos") & (plan.seed != SMOKE["seeds"][0])
     trained = {d.name for d in runs.iterdir() if (d / "meta.json").exists()}
-    assert trained == set(plan.run[~online & ~untried]) | (trained & set(plan.run[online])), sorted(trained ^ set(plan.run))
+    assert trained == set(plan.run[~online & ~untried]) | (trained & set(plan.run[online])), sorted(
+        trained ^ set(plan.run)
+    )
 
 
 @pytest.mark.slow
 def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
-    """The run gathers the notebooks' claims into claims.csv (and each notebook saves its findings), every one gated by a positive arm (four-step smoke models fail
-    it, so every claim is not tested, naming the check; a task the profile does not train says so), and writes a README
-    whose every block comes from this run."""
+    """The run gathers the notebooks' claims into claims.csv (and each notebook saves its findings), every one gated
+    by a positive arm (four-step smoke models fail it, so every claim is not tested, naming the check; a task the
+    profile does not train says so), and writes a README whose every block comes from this run."""
     _, figures, _, _ = smoke
     claims = read_claims(figures)
-    assert set(claims.notebook) == {"01_extrapolation", "04_table2_model_sizes", "06_probe", "07_mlm_control", "08_appendix",
-                                    "09_beyond_the_paper", "11_length_generalisation", "12_start_token_and_budget",
-                                    "13_modern_positions"}
-    untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (claims.notebook == "11_length_generalisation")
-    assert claims[untrained].ours.str.contains("not among the tasks this run trains").all() and untrained.sum() == len(TASKS) - len(SMOKE["tasks"])
-    assert (claims.status == "not tested").all() and claims[~untrained].ours.str.contains("the positive arm").all(), claims.ours.tolist()
+    assert set(claims.notebook) == {
+        "01_extrapolation",
+        "04_table2_model_sizes",
+        "06_probe",
+        "07_mlm_control",
+        "08_appendix",
+        "09_beyond_the_paper",
+        "11_length_generalisation",
+        "12_start_token_and_budget",
+        "13_modern_positions",
+    }
+    untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (
+        claims.notebook == "11_length_generalisation"
+    )
+    assert claims[untrained].ours.str.contains("not among the tasks this run trains").all() and untrained.sum() == len(
+        TASKS
+    ) - len(SMOKE["tasks"])
+    assert (claims.status == "not tested").all() and claims[~untrained].ours.str.contains("the positive arm").all(), (
+        claims.ours.tolist()
+    )
     readme = readme_blocks((figures / "README.md").read_text())  # the README, with the results page it links to added
     assert set(readme) == {name for page in readme_files() for name in readme_blocks(page.read_text())}
     for name, body in readme.items():  # a table or a quote from this run, never a note of a missing or older file
         assert body.strip() and not re.search(r"is not there yet|was written before|No findings of", body), (name, body)
     notebooks = {nb.stem for nb in (REPO_ROOT / "nbs" / "experiments").glob("[0-9]*.ipynb")}
-    assert {p.stem for p in (figures / FINDINGS_DIR).glob("*.csv")} == notebooks  # every notebook's findings, as records
+    assert {
+        p.stem for p in (figures / FINDINGS_DIR).glob("*.csv")
+    } == notebooks  # every notebook's findings, as records
     assert readme["claims"].count("| not tested |") == len(claims)
 
 
@@ -192,38 +272,69 @@ def test_executed_notebooks_name_no_machine_path(smoke):
 
 @pytest.mark.slow
 def test_torchrun_launcher_trains_first_and_the_notebook_only_analyses(tmp_path):
-    "--launcher torchrun: posenc-train under torchrun (2 gloo processes) trains the notebook's runs, then the notebook runs."
-    done = run_cli("--profile", "smoke", "--only", "02", "--launcher", "torchrun", "--nproc-per-node", "2",
-                   "--out", str(tmp_path / "figures"), runs_dir=tmp_path / "runs")
+    """--launcher torchrun: posenc-train under torchrun (2 gloo processes) trains the notebook's runs, then the
+    notebook runs."""
+    done = run_cli(
+        "--profile",
+        "smoke",
+        "--only",
+        "02",
+        "--launcher",
+        "torchrun",
+        "--nproc-per-node",
+        "2",
+        "--out",
+        str(tmp_path / "figures"),
+        runs_dir=tmp_path / "runs",
+    )
     assert done.returncode == 0, done.stderr
     out = done.stdout
     trained = [line for line in out.splitlines() if line.startswith("[train ")]
-    assert len(trained) == 2 and all("torchrun on 2 process(es)" in line for line in trained), out  # causal and masked NoPos
+    assert len(trained) == 2 and all("torchrun on 2 process(es)" in line for line in trained), (
+        out
+    )  # causal and masked NoPos
     assert out.count("metrics in") == 2, out  # each printed by posenc-train's rank 0 as it finished
     assert out.index("[train 2/2]") < out.index("[1/1] 02_attention_heatmaps: done"), out
     assert (tmp_path / "figures" / "attention_heatmaps.csv").exists()
-    assert all(json.loads((d / "meta.json").read_text())["finished"] for d in (tmp_path / "runs").glob("*-*-*") if d.is_dir())
+    assert all(
+        json.loads((d / "meta.json").read_text())["finished"] for d in (tmp_path / "runs").glob("*-*-*") if d.is_dir()
+    )
 
 
 def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
-    "A notebook failing part-way: exit status 1, the notebook, the cell and the error on stderr, later notebooks not run."
+    """A notebook failing part-way: exit status 1, the notebook, the cell and the error on stderr, later notebooks
+    not run."""
     experiments = tmp_path / "experiments"
     experiments.mkdir()
-    for name, source in [("01_first", "written = Path(out_dir, 'first.txt').write_text('ok')"),
-                         ("02_broken", "corpus_tokens = len(corpus) // 0"),
-                         ("03_never", "Path(out_dir, 'never.txt').write_text('ran')")]:
-        nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}})
-        nb.cells = [nbformat.v4.new_code_cell('profile = "cpu"\nout_dir = "."\ncorpus = "shakespeare"', metadata={"tags": ["parameters"]}),
-                    nbformat.v4.new_code_cell("from pathlib import Path\nPath(out_dir).mkdir(parents=True, exist_ok=True)"),
-                    nbformat.v4.new_code_cell(source)]
+    for name, source in [
+        ("01_first", "written = Path(out_dir, 'first.txt').write_text('ok')"),
+        ("02_broken", "corpus_tokens = len(corpus) // 0"),
+        ("03_never", "Path(out_dir, 'never.txt').write_text('ran')"),
+    ]:
+        nb = nbformat.v4.new_notebook(
+            metadata={"kernelspec": {"name": "python3", "display_name": "python3", "language": "python"}}
+        )
+        nb.cells = [
+            nbformat.v4.new_code_cell(
+                'profile = "cpu"\nout_dir = "."\ncorpus = "shakespeare"', metadata={"tags": ["parameters"]}
+            ),
+            nbformat.v4.new_code_cell("from pathlib import Path\nPath(out_dir).mkdir(parents=True, exist_ok=True)"),
+            nbformat.v4.new_code_cell(source),
+        ]
         nbformat.write(nb, experiments / f"{name}.ipynb")
     out = tmp_path / "figures"
-    done = run_cli("--profile", "smoke", "--out", str(out), "--experiments-dir", str(experiments), runs_dir=tmp_path / "runs")
+    done = run_cli(
+        "--profile", "smoke", "--out", str(out), "--experiments-dir", str(experiments), runs_dir=tmp_path / "runs"
+    )
     assert done.returncode == 1
     assert "02_broken failed at cell 3 (`corpus_tokens = len(corpus) // 0`): ZeroDivisionError" in done.stderr
     assert str(out / "notebooks" / "02_broken.failed.ipynb") in done.stderr  # where the traceback is
     assert (out / "first.txt").exists() and not (out / "never.txt").exists()
-    assert sorted(p.name for p in out.iterdir()) == ["first.txt", "notebooks", "reproduce_timings.csv"]  # the failed one: nothing
+    assert sorted(p.name for p in out.iterdir()) == [
+        "first.txt",
+        "notebooks",
+        "reproduce_timings.csv",
+    ]  # the failed one: nothing
     assert list(pd.read_csv(out / "reproduce_timings.csv").notebook) == ["01_first"]  # the time of what ran, kept
     assert sorted(p.name for p in (out / "notebooks").iterdir()) == ["01_first.ipynb", "02_broken.failed.ipynb"]
 
@@ -231,8 +342,10 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
 def test_real_notebook_checks_its_parameters_first(tmp_path):
     "Run by hand (papermill), a real experiment notebook refuses a bad parameter in its first working cell, naming it."
     notebook = EXPERIMENTS_DIR / "08_appendix.ipynb"
-    params = dict(notebook_parameters(notebook, dict(SMOKE, profile="smoke", out_dir=str(tmp_path / "f"))),
-                  corpus="no-such-corpus")
+    params = dict(
+        notebook_parameters(notebook, dict(SMOKE, profile="smoke", out_dir=str(tmp_path / "f"))),
+        corpus="no-such-corpus",
+    )
     with pytest.raises(ReproductionError) as error:
         run_notebook(notebook, tmp_path / "executed.ipynb", params)
     assert error.value.cell == 3 and "corpus" in str(error.value) and "no-such-corpus" in str(error.value)
@@ -242,19 +355,26 @@ def test_real_notebook_checks_its_parameters_first(tmp_path):
 def test_real_notebook_refuses_an_unknown_parameter(tmp_path):
     "papermill run by hand with a misspelt key (which papermill itself only warns about) is refused, naming the key."
     notebook = EXPERIMENTS_DIR / "08_appendix.ipynb"
-    params = dict(notebook_parameters(notebook, dict(SMOKE, profile="smoke", out_dir=str(tmp_path / "f"))), eval_tokenz=64)
+    params = dict(
+        notebook_parameters(notebook, dict(SMOKE, profile="smoke", out_dir=str(tmp_path / "f"))), eval_tokenz=64
+    )
     with pytest.raises(ReproductionError) as error:
         run_notebook(notebook, tmp_path / "executed.ipynb", params)
-    assert error.value.cell == 3 and "eval_tokenz" in str(error.value) and "eval_tokens" in str(error.value), error.value
+    assert error.value.cell == 3 and "eval_tokenz" in str(error.value) and "eval_tokens" in str(error.value), (
+        error.value
+    )
     assert not (tmp_path / "f").exists()
 
 
 def test_hand_run_never_overwrites_the_committed_figures(tmp_path):
-    "The README's papermill example aimed at the committed folder with other eval_lengths: refused before anything runs."
+    """The README's papermill example aimed at the committed folder with other eval_lengths: refused before anything
+    runs."""
     before = {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()}
     notebook = EXPERIMENTS_DIR / "01_extrapolation.ipynb"
     with pytest.raises(ReproductionError) as error:
-        run_notebook(notebook, tmp_path / "executed.ipynb", {"eval_lengths": [64, 128, 256, 512]})  # out_dir: ../../figures
+        run_notebook(
+            notebook, tmp_path / "executed.ipynb", {"eval_lengths": [64, 128, 256, 512]}
+        )  # out_dir: ../../figures
     assert error.value.cell == 3 and "out_dir" in str(error.value) and "eval_lengths" in str(error.value)
     assert {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()} == before
 
@@ -268,26 +388,41 @@ def test_driver_refuses_other_results_in_the_committed_folder(tmp_path):
     assert not (tmp_path / "runs").exists()  # nothing trained
 
 
-@pytest.mark.parametrize("args, status, message", [
-    (["--profile", "laptop"], 2, "invalid choice: 'laptop'"),
-    (["--only", "99_nothing"], 2, "No experiment notebook named '99_nothing'; choose from ['00_positive_arm', '01_extrapolation'"),
-    (["seeds"], 2, "seeds: expected key=value"),
-    (["eval_lenghts=[0]"], 2, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
-    (["eval_lengths=[64, 256]"], 2, "eval_lengths: [64, 256] omit the training length 128"),
-    (["--nproc-per-node", "2"], 2, "--nproc-per-node needs --launcher torchrun"),
-    (["--profile", "smoke", "--launcher", "torchrun", "--nproc-per-node", "3"], 2,
-     "batch_size"),  # smoke batches of 4 do not split over 3 processes: refused before anything trains
-])
+@pytest.mark.parametrize(
+    "args, status, message",
+    [
+        (["--profile", "laptop"], 2, "invalid choice: 'laptop'"),
+        (
+            ["--only", "99_nothing"],
+            2,
+            "No experiment notebook named '99_nothing'; choose from ['00_positive_arm', '01_extrapolation'",
+        ),
+        (["seeds"], 2, "seeds: expected key=value"),
+        (["eval_lenghts=[0]"], 2, "eval_lenghts: not a profile parameter (did you mean 'eval_lengths'?)"),
+        (["eval_lengths=[64, 256]"], 2, "eval_lengths: [64, 256] omit the training length 128"),
+        (["--nproc-per-node", "2"], 2, "--nproc-per-node needs --launcher torchrun"),
+        (
+            ["--profile", "smoke", "--launcher", "torchrun", "--nproc-per-node", "3"],
+            2,
+            "batch_size",
+        ),  # smoke batches of 4 do not split over 3 processes: refused before anything trains
+    ],
+)
 def test_cli_bad_input(tmp_path, args, status, message):
     done = run_cli(*args, runs_dir=tmp_path / "runs", timeout=120)
     assert done.returncode == status and message in done.stderr, done.stderr
 
 
 def test_parameters_cells_hold_the_cpu_profile():
-    "Opened in JupyterLab, every experiment notebook runs the main job; and every profile sets each parameter it declares."
+    """Opened in JupyterLab, every experiment notebook runs the main job; and every profile sets each parameter it
+    declares."""
     for notebook in experiment_notebooks():
-        cell = next(c for c in nbformat.read(notebook, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
-        assert cell.source == parameters_source(notebook, "cpu"), f"{notebook.name}: rerun posenc_nb.parameter_cells.write_parameters"
+        cell = next(
+            c for c in nbformat.read(notebook, as_version=4).cells if "parameters" in c.metadata.get("tags", [])
+        )
+        assert cell.source == parameters_source(notebook, "cpu"), (
+            f"{notebook.name}: rerun posenc_nb.parameter_cells.write_parameters"
+        )
         for profile, params in PROFILES.items():
             notebook_parameters(notebook, dict(params, profile=profile, out_dir="."))
 

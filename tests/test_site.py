@@ -3,6 +3,7 @@
 Needs the `docs` extra (Sphinx, MyST-NB, Playwright) and Debian's `chromium`; `make docs-test` installs both and runs
 this file. Without them the browser tests are skipped, with the reason; the tests of how pages are staged from the
 notebooks and the README run everywhere. The site is built first unless `_docs/` is newer than all it is built from."""
+
 import functools
 import http.server
 import importlib.util
@@ -20,10 +21,18 @@ ROOT = Path(__file__).resolve().parents[1]
 SCREENSHOTS = ROOT / "_proc" / "screenshots"  # the home page (desktop and phone) and an experiment page, to look at
 CHROMIUM = os.environ.get("POSENC_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 MISSING = [name for name in ("sphinx", "myst_nb", "playwright") if importlib.util.find_spec(name) is None]
-NEEDS = [pytest.mark.skipif(bool(MISSING), reason=f"the docs extra is not installed ({', '.join(MISSING)} missing): "
-                                                 "`make docs-test` installs it and runs these tests"),
-         pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (Debian: apt-get install chromium; "
-                                                     "`make docs-test` installs it), or set POSENC_CHROMIUM")]
+NEEDS = [
+    pytest.mark.skipif(
+        bool(MISSING),
+        reason=f"the docs extra is not installed ({', '.join(MISSING)} missing): "
+        "`make docs-test` installs it and runs these tests",
+    ),
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="no chromium on PATH (Debian: apt-get install chromium; "
+        "`make docs-test` installs it), or set POSENC_CHROMIUM",
+    ),
+]
 
 
 def in_browser(test):
@@ -39,11 +48,19 @@ FRONT_MATTER = re.compile(r"^\s*-?\s*(skip_exec|skip_showdoc|output-file)\s*:.*$
 WIDGET_TEXT = re.compile(r"Loading widget\.\.\.|[HV]Box\(children=|(?:Int|Float)Progress\(")
 # ... nor anything of the machine a notebook ran on, in an output or the API (a cell's own code may name example paths)
 MACHINE_TEXT = [
-    (re.compile(r"Traceback \(most recent call last\)|ChildFailedError|^\s*File \"[^\"\n]+\", line \d+", re.M),
-     "a traceback"),
-    (re.compile(r"(?<![\w.~])/(?:work|home|root|tmp|Users|private/var|var/folders)/[\w.-]+\S*"
-                r"|\S*site-packages\S*|\S*ipykernel_\d+\S*"), "a path of the machine it ran on"),
-    (re.compile(r"\S*\.staging-\S*"), "the runner's staging folder")]
+    (
+        re.compile(r"Traceback \(most recent call last\)|ChildFailedError|^\s*File \"[^\"\n]+\", line \d+", re.M),
+        "a traceback",
+    ),
+    (
+        re.compile(
+            r"(?<![\w.~])/(?:work|home|root|tmp|Users|private/var|var/folders)/[\w.-]+\S*"
+            r"|\S*site-packages\S*|\S*ipykernel_\d+\S*"
+        ),
+        "a path of the machine it ran on",
+    ),
+    (re.compile(r"\S*\.staging-\S*"), "the runner's staging folder"),
+]
 PHONE = {"width": 390, "height": 844}  # a phone's window; the desktop one is open_page's 1280 x 900
 
 
@@ -66,8 +83,10 @@ def site():
 @pytest.fixture(scope="module")
 def server(site):
     "The site served over HTTP on 127.0.0.1 (any free port): its base URL."
+
     class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args): pass
+        def log_message(self, *args):
+            pass
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -78,6 +97,7 @@ def server(site):
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         yield chromium
@@ -98,7 +118,7 @@ def open_page(browser, url: str) -> tuple[object, list[str]]:
 def target_problem(site: Path, base: str, href: str) -> str | None:
     "Why an internal link leads nowhere (no file, or no element with its #fragment), or None."
     parts = urlsplit(href)
-    path = site / unquote(parts.path[len(urlsplit(base).path):])
+    path = site / unquote(parts.path[len(urlsplit(base).path) :])
     path = path / "index.html" if path.is_dir() else path
     if not path.is_file():
         return f"no file {path.relative_to(site)}"
@@ -148,8 +168,10 @@ def too_wide(page, window: str) -> list[str]:
     }""")
     problems = []
     if wide["page"] > wide["window"] or wide["column"] > wide["room"] + 1:
-        problems.append(f"wider than its window at {window}: the page {wide['page']} px, its content "
-                        f"{wide['column']} px in {wide['room']} px ({wide['out'] or 'nothing sticks out alone'})")
+        problems.append(
+            f"wider than its window at {window}: the page {wide['page']} px, its content "
+            f"{wide['column']} px in {wide['room']} px ({wide['out'] or 'nothing sticks out alone'})"
+        )
     return problems + [f"a value broken over two lines at {window}: {cell!r}" for cell in split_values(page)]
 
 
@@ -181,14 +203,16 @@ def shown_but_code(page) -> str:
 
 
 def pages(site: Path) -> list[str]:
-    return sorted(str(p.relative_to(site)) for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith("_"))
+    return sorted(
+        str(p.relative_to(site)) for p in site.rglob("*.html") if not p.relative_to(site).parts[0].startswith("_")
+    )
 
 
 @in_browser
 def test_every_page_opens_clean_in_chromium(site, server, browser):
-    """No broken link or image, no script or console error, nothing a static page should not show: nothing of the machine
-    a notebook ran on (a traceback, its paths, the runner's staging folder), and no page wider than its window at 1280 px
-    or at a phone's 390 px, nor a table cell's value broken over two lines."""
+    """No broken link or image, no script or console error, nothing a static page should not show: nothing of the
+    machine a notebook ran on (a traceback, its paths, the runner's staging folder), and no page wider than its
+    window at 1280 px or at a phone's 390 px, nor a table cell's value broken over two lines."""
     assert len(pages(site)) > 20, f"only {len(pages(site))} pages in {site}"
     problems = {name: p for name in pages(site) if (p := page_problems(browser, site, server, name))}
     assert not problems, "\n".join(f"{name}:\n  " + "\n  ".join(p) for name, p in problems.items())
@@ -211,11 +235,14 @@ def results_claims(build) -> list[str]:
 
 
 def test_home_page_states_each_claim_and_links_its_experiment(site, server, browser):
-    "The claims table first, then one section per results section, each linking to the experiment page that holds its figure."
+    """The claims table first, then one section per results section, each linking to the experiment page that holds
+    its figure."""
     build = load_builder()
     claims = results_claims(build)
     page, _ = open_page(browser, server)
-    links = page.eval_on_selector_all("article a[href^='experiments/']", "links => links.map(a => a.getAttribute('href'))")
+    links = page.eval_on_selector_all(
+        "article a[href^='experiments/']", "links => links.map(a => a.getAttribute('href'))"
+    )
     linked = {Path(urlsplit(href).path).stem for href in links}
     assert claims and {build.experiment_of(h).stem for h in claims} <= linked, f"the claims link only {sorted(linked)}"
     headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
@@ -239,21 +266,26 @@ def letters(text: str) -> str:
 
 @in_browser
 def test_each_finding_is_its_own_paragraph(site, server, browser):
-    """Every generated findings block of the README and the results beside it (`figures/*.md`; `posenc_nb.report.render`)
-    is a quote on the site with one paragraph a finding. Before: the lines of a block ran together into one
-    paragraph, finding after finding."""
+    """Every generated findings block of the README and the results beside it (`figures/*.md`;
+    `posenc_nb.report.render`) is a quote on the site with one paragraph a finding. Before: the lines of a block ran
+    together into one paragraph, finding after finding."""
     from posenc_nb.report import readme_blocks
-    blocks = {f"{source.relative_to(ROOT)} {name}": [line for raw in body.splitlines()
-                                                     if (line := raw.removeprefix(">").strip())]
-              for source in [ROOT / "README.md", *sorted((ROOT / "figures").glob("*.md"))]
-              for name, body in readme_blocks(source.read_text(encoding="utf-8")).items()
-              if name.startswith("findings/")}
+
+    blocks = {
+        f"{source.relative_to(ROOT)} {name}": [
+            line for raw in body.splitlines() if (line := raw.removeprefix(">").strip())
+        ]
+        for source in [ROOT / "README.md", *sorted((ROOT / "figures").glob("*.md"))]
+        for name, body in readme_blocks(source.read_text(encoding="utf-8")).items()
+        if name.startswith("findings/")
+    }
     assert blocks, "no generated findings block in the README or figures/*.md"
     quotes = []
     for name in (p for p in pages(site) if "/" not in p):  # the pages made of markdown: home, set-up, results
         page, _ = open_page(browser, urljoin(server, name))
-        quotes += page.eval_on_selector_all("article blockquote", "qs => qs.map(q => [q.innerText, "
-                                            "[...q.querySelectorAll('p')].map(p => p.innerText)])")
+        quotes += page.eval_on_selector_all(
+            "article blockquote", "qs => qs.map(q => [q.innerText, [...q.querySelectorAll('p')].map(p => p.innerText)])"
+        )
         page.close()
     problems = []
     for name, lines in blocks.items():
@@ -262,8 +294,9 @@ def test_each_finding_is_its_own_paragraph(site, server, browser):
             problems.append(f"{name}: its {len(lines)} finding(s) are in no quote of the site's own pages")
         elif [letters(p) for p in shown[0]] != [letters(line) for line in lines]:
             merged = next((p for p in shown[0] if sum(letters(line) in letters(p) for line in lines) > 1), shown[0][0])
-            problems.append(f"{name}: {len(lines)} findings shown as {len(shown[0])} paragraph(s), e.g. "
-                            f"{merged[:160]!r}")
+            problems.append(
+                f"{name}: {len(lines)} findings shown as {len(shown[0])} paragraph(s), e.g. {merged[:160]!r}"
+            )
     assert not problems, "\n".join(problems)
 
 
@@ -275,16 +308,22 @@ def test_navigation_follows_the_paper(site):
     order = list(dict.fromkeys(order))
     experiments = [h for h in order if h.startswith("experiments/")]
     chapters = [h for h in order if h.startswith("library/")]
-    assert order.index("setup.html") < order.index(experiments[0]) and order.index(experiments[-1]) < order.index(chapters[0])
-    assert experiments == [f"experiments/{p.stem}.html" for p in in_reading_order(ROOT / "figures" / "notebooks", "*.ipynb")]
+    assert order.index("setup.html") < order.index(experiments[0]) and order.index(experiments[-1]) < order.index(
+        chapters[0]
+    )
+    assert experiments == [
+        f"experiments/{p.stem}.html" for p in in_reading_order(ROOT / "figures" / "notebooks", "*.ipynb")
+    ]
     assert chapters == [f"library/{p.stem}.html" for p in in_reading_order(ROOT / "nbs", "[0-9]*.ipynb")]
 
 
 def in_reading_order(folder: Path, pattern: str) -> list[Path]:
     "The notebooks in `folder`, by number, each lettered chapter after its parent: 02, 02a, 02b, 03, ..., 12, 12a, 12e."
+
     def key(path):
         digits, letters = re.match(r"(\d*)([a-z]*)", path.stem).groups()
         return int(digits or -1), letters, path.name
+
     return sorted(folder.glob(pattern), key=key)
 
 
@@ -294,8 +333,10 @@ def test_every_notebook_has_a_page_in_order(tmp_path):
     expected pages come from the folders, so a notebook added tomorrow is checked too."""
     build = load_builder()
     build.stage(tmp_path / "site")
-    for section, notebooks in [("library", in_reading_order(ROOT / "nbs", "[0-9]*.ipynb")),
-                               ("experiments", in_reading_order(ROOT / "figures" / "notebooks", "*.ipynb"))]:
+    for section, notebooks in [
+        ("library", in_reading_order(ROOT / "nbs", "[0-9]*.ipynb")),
+        ("experiments", in_reading_order(ROOT / "figures" / "notebooks", "*.ipynb")),
+    ]:
         expected = [p.stem for p in notebooks]
         assert len(expected) > 10, f"only {expected} found for {section}"
         staged = {p.stem for p in (tmp_path / "site" / section).glob("*.ipynb")}
@@ -311,16 +352,31 @@ def test_every_notebook_has_a_page_in_order(tmp_path):
 def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
     "Front matter, hidden cells, directives and widget views go; each exported cell is folded and followed by its API."
     import nbformat
+
     build = load_builder()
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("# | default_exp explore"),
-        nbformat.v4.new_markdown_cell("# Attention explorer\n\n> Look at attention.\n\n- skip_exec: true\n- learned: a list item"),
-        nbformat.v4.new_code_cell("# | hide\nfrom fastcore.test import test_eq"),
-        nbformat.v4.new_code_cell("from fastcore.test import test_eq", metadata={"tags": ["hide"]}),
-        nbformat.v4.new_code_cell("# | export\ndef shuffle_order(text, seed=0): ...\n\nclass AttentionExplorer:\n    def redraw(self): ..."),
-        nbformat.v4.new_code_cell("train(cfg)", outputs=[nbformat.v4.new_output(
-            "display_data", data={build.WIDGET: {"model_id": "x"}, "text/plain": "run:   0%|          | 0/30"})]),
-    ])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell("# | default_exp explore"),
+            nbformat.v4.new_markdown_cell(
+                "# Attention explorer\n\n> Look at attention.\n\n- skip_exec: true\n- learned: a list item"
+            ),
+            nbformat.v4.new_code_cell("# | hide\nfrom fastcore.test import test_eq"),
+            nbformat.v4.new_code_cell("from fastcore.test import test_eq", metadata={"tags": ["hide"]}),
+            nbformat.v4.new_code_cell(
+                "# | export\ndef shuffle_order(text, seed=0): "
+                "...\n\nclass AttentionExplorer:\n    def redraw(self): ..."
+            ),
+            nbformat.v4.new_code_cell(
+                "train(cfg)",
+                outputs=[
+                    nbformat.v4.new_output(
+                        "display_data",
+                        data={build.WIDGET: {"model_id": "x"}, "text/plain": "run:   0%|          | 0/30"},
+                    )
+                ],
+            ),
+        ]
+    )
     nbformat.write(nb, tmp_path / "07_explore.ipynb")
     build.stage_chapter(tmp_path / "07_explore.ipynb", tmp_path / "staged.ipynb")
     cells = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells
@@ -329,7 +385,11 @@ def test_a_chapter_is_staged_as_nbdev_shows_it(tmp_path):
     assert not any("default_exp" in s or "# | " in s or "test_eq" in s for s in sources), sources
     exported, api = cells[1], cells[2]
     assert exported.metadata.tags == ["hide-input"] and exported.source.startswith("def shuffle_order")
-    assert "### shuffle_order" in api.source and "reproducible from" in api.source and "#### AttentionExplorer.redraw" in api.source
+    assert (
+        "### shuffle_order" in api.source
+        and "reproducible from" in api.source
+        and "#### AttentionExplorer.redraw" in api.source
+    )
     assert "[source]" not in api.source  # nbdev's link to a code host, which this project does not have
     assert cells[3].outputs == []  # a widget view without its state shows nothing a static page can render
 
@@ -342,9 +402,12 @@ def test_the_api_shows_a_class_as_a_class():
     from posenc_nb.claims import Claim
     from posenc_nb.model import AttentionBias
     from posenc_nb.reproduce import experiment_notebooks
+
     build = load_builder()
-    shown = {o.__name__: build.show_doc_markdown(o, o.__name__, 3)
-             for o in (Claim, AttentionBias, CheckpointError, experiment_notebooks)}
+    shown = {
+        o.__name__: build.show_doc_markdown(o, o.__name__, 3)
+        for o in (Claim, AttentionBias, CheckpointError, experiment_notebooks)
+    }
     assert "```python\nclass Claim(\n    claim:str, status:str," in shown["Claim"]
     assert "def Claim" not in shown["Claim"] and "->None" not in shown["Claim"]
     assert "```python\nclass AttentionBias(\n    block:Callable[" in shown["AttentionBias"]
@@ -357,12 +420,18 @@ def test_the_api_shows_a_class_as_a_class():
 def test_an_experiment_page_shows_where_its_outputs_are(tmp_path):
     "papermill's injected parameters name the runner's staging folder; the page names the folder the outputs are in."
     import nbformat
+
     build = load_builder()
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_markdown_cell("# Toy\n\n> A toy."),
-        nbformat.v4.new_code_cell("out_dir = '../../figures'", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell('# Parameters\nprofile = "cpu"\nout_dir = "../../figures/.staging-01_toy"\n',
-                                  metadata={"tags": ["injected-parameters"]})])
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_markdown_cell("# Toy\n\n> A toy."),
+            nbformat.v4.new_code_cell("out_dir = '../../figures'", metadata={"tags": ["parameters"]}),
+            nbformat.v4.new_code_cell(
+                '# Parameters\nprofile = "cpu"\nout_dir = "../../figures/.staging-01_toy"\n',
+                metadata={"tags": ["injected-parameters"]},
+            ),
+        ]
+    )
     nbformat.write(nb, tmp_path / "01_toy.ipynb")
     build.stage_experiment(tmp_path / "01_toy.ipynb", tmp_path / "staged.ipynb")
     cells = nbformat.read(tmp_path / "staged.ipynb", as_version=4).cells
@@ -379,7 +448,11 @@ def test_home_page_takes_each_claim_from_the_results_page():
         experiment = build.experiment_of(heading)
         assert f"](experiments/{experiment.name})" in pages["index.md"], heading
     assert pages["index.md"].count("\n## ") == len(claims) + 1 and "<!-- generated:claims -->" in pages["index.md"]
-    assert "## Budget" not in pages["index.md"] and "## The cpu profile" in pages["setup.md"] and "### Budget" in pages["setup.md"]
+    assert (
+        "## Budget" not in pages["index.md"]
+        and "## The cpu profile" in pages["setup.md"]
+        and "### Budget" in pages["setup.md"]
+    )
     assert all(f"\n## {h}\n" in pages["setup.md"] for h in ("Developer guide", "Speed"))
     assert "(figures/notebooks/" not in pages["index.md"] + pages["setup.md"]  # pointed at the site's own pages
     table = next(line for line in results.splitlines() if line.startswith("| ALiBi |"))
@@ -412,10 +485,13 @@ def test_make_docs_names_an_experiment_not_executed_yet(tmp_path, capsys, monkey
     err = capsys.readouterr().err
     assert err.startswith("make docs: figures/") and " is missing" in err and "README" in err, err
     assert "`posenc-reproduce --only " in err and "Traceback" not in err and err.count("\n") == 1, err
-    with pytest.raises(RuntimeError, match=r"figures/notebooks/01_extrapolation.ipynb is missing: figures/README.md's results "
-                                           r"section 'Extrapolation \(`extrapolation.csv`\)' quotes what "
-                                           r"nbs/experiments/01_extrapolation.ipynb writes. Run `posenc-reproduce --only "
-                                           r"01_extrapolation`"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"figures/notebooks/01_extrapolation.ipynb is missing: figures/README.md's results "
+        r"section 'Extrapolation \(`extrapolation.csv`\)' quotes what "
+        r"nbs/experiments/01_extrapolation.ipynb writes. Run `posenc-reproduce --only "
+        r"01_extrapolation`",
+    ):
         build.experiment_of("Extrapolation (`extrapolation.csv`)")
 
 
@@ -426,7 +502,12 @@ def test_make_docs_test_says_how_to_get_chromium(tmp_path):
     for stub, body in [("apt-get", 'echo "E: Could not resolve deb.debian.org" >&2; exit 100'), ("sudo", 'exec "$@"')]:
         (tmp_path / stub).write_text(f"#!/bin/sh\n{body}\n")
         (tmp_path / stub).chmod(0o755)
-    done = subprocess.run([shutil.which("make"), "-s", "-C", str(ROOT), "chromium"], capture_output=True, text=True,
-                          env={"PATH": str(tmp_path), "HOME": str(tmp_path)}, timeout=60)
+    done = subprocess.run(
+        [shutil.which("make"), "-s", "-C", str(ROOT), "chromium"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path), "HOME": str(tmp_path)},
+        timeout=60,
+    )
     assert done.returncode != 0 and "needs Chromium" in done.stderr, done.stderr
     assert "sudo apt-get install chromium" in done.stderr and "POSENC_CHROMIUM" in done.stderr, done.stderr

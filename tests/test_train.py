@@ -1,5 +1,6 @@
-"""End-to-end tests of `posenc-train`: the command, exact resume after SIGKILL, damaged and foreign checkpoints, divergence,
-bad configs, and 2-process DDP against 1 process. Models are tiny so that the file runs in well under 3 minutes.
+"""End-to-end tests of `posenc-train`: the command, exact resume after SIGKILL, damaged and foreign checkpoints,
+divergence, bad configs, and 2-process DDP against 1 process. Models are tiny so that the file runs in well under 3
+minutes.
 
 Reusing a finished run is checked in nbs/03e_train and not repeated here. Errors are checked by type and by the facts
 their message carries (the file, the keys and values at fault, the remedy's flag), not by their wording."""
@@ -26,10 +27,12 @@ from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
 
 pytestmark = pytest.mark.usefixtures("runs_root")  # every run in a scratch folder
 
+
 def posenc_train(*args, check=True, launcher=()) -> subprocess.CompletedProcess:
     assert POSENC_TRAIN.exists(), "install the package first: pip install -e ."
-    done = subprocess.run([*launcher, str(POSENC_TRAIN), *map(str, args), "--no-progress"], capture_output=True,
-                          text=True, timeout=240)
+    done = subprocess.run(
+        [*launcher, str(POSENC_TRAIN), *map(str, args), "--no-progress"], capture_output=True, text=True, timeout=240
+    )
     if check and done.returncode:
         raise AssertionError(f"posenc-train failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
     return done
@@ -68,13 +71,16 @@ def test_command_trains_then_says_finished(tmp_path):
 
 
 def test_command_trains_a_task_and_names_a_bad_one(tmp_path):
-    "A synthetic task trains through the same command; a misspelt one is named with the task it resembles, before anything is made."
+    """A synthetic task trains through the same command; a misspelt one is named with the task it resembles, before
+    anything is made."""
     out = tmp_path / "task"
     posenc_train("--out", out, *(f"{k}={v}" for k, v in {**TINY, **TASK}.items()), "max_steps=4")
     meta = read_meta(out)
     assert meta["finished"] and meta["config"]["task"] == "reverse" and meta["inputs"] == {}  # no corpus file read
     assert read_metrics(out).val_loss.notna().any()
-    bad = posenc_train("--out", tmp_path / "bad", *(f"{k}={v}" for k, v in {**TINY, **TASK}.items()), "task=revrese", check=False)
+    bad = posenc_train(
+        "--out", tmp_path / "bad", *(f"{k}={v}" for k, v in {**TINY, **TASK}.items()), "task=revrese", check=False
+    )
     assert bad.returncode == 2 and "'reverse'" in config_problems(bad.stderr)["task"], bad.stderr
     assert not (tmp_path / "bad").exists()
 
@@ -83,7 +89,9 @@ def test_overrides_anywhere_among_the_options(tmp_path, capsys):
     "key=value pairs before, between and after the options, as a shell user types them."
     out = tmp_path / "run"
     keys = [f"{key}={value}" for key, value in TINY.items()]
-    assert main(["--no-progress", *keys[:4], "--out", str(out), *keys[4:], "max_steps=2", "--force"]) == 0, capsys.readouterr()
+    assert main(["--no-progress", *keys[:4], "--out", str(out), *keys[4:], "max_steps=2", "--force"]) == 0, (
+        capsys.readouterr()
+    )
     meta = read_meta(out)
     assert meta["finished"] and meta["config"]["max_steps"] == 2 and meta["config"]["d_model"] == TINY["d_model"]
 
@@ -104,8 +112,11 @@ def test_resume_after_sigkill_is_exact(tmp_path):
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     posenc_train("--config", config, "--out", whole)
 
-    proc = subprocess.Popen([str(POSENC_TRAIN), "--config", str(config), "--out", str(killed), "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(POSENC_TRAIN), "--config", str(config), "--out", str(killed), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while proc.poll() is None and time.monotonic() < deadline:
         if (killed / "meta.json").exists():
@@ -204,7 +215,9 @@ def test_other_config_is_refused_then_force_retrains(tmp_path):
     message = str(error.value)
     assert str(out) in message, message
     # each differing key with its value in the checkpoint, then its value now
-    assert re.search(r"pos_encoding: 'nopos'[^;]*'rope'", message) and re.search(r"seed: 0\b[^;]*\b1\b", message), message
+    assert re.search(r"pos_encoding: 'nopos'[^;]*'rope'", message) and re.search(r"seed: 0\b[^;]*\b1\b", message), (
+        message
+    )
     assert "lr:" not in message, message  # only the keys that differ
     assert "--force" in message and "--out" in message, message  # both ways out
     assert snapshot(out) == before
@@ -228,26 +241,40 @@ def test_nan_loss_stops_and_keeps_last_checkpoint(tmp_path):
 
 
 def test_bad_config_lists_every_problem(tmp_path):
-    config = write_config(tmp_path / "run.yaml", lrr=1e-3, batch_size="eight", dropout=1.5, grad_accum=3, seq_len=64,
-                          max_len=32)
+    config = write_config(
+        tmp_path / "run.yaml", lrr=1e-3, batch_size="eight", dropout=1.5, grad_accum=3, seq_len=64, max_len=32
+    )
     out = tmp_path / "run"
     failed = posenc_train("--config", config, "--out", out, "pos_encoding=rotary", "n_head=3", check=False)
     assert failed.returncode == 2
     problems = config_problems(failed.stderr)
-    assert set(problems) == {"lrr", "batch_size", "dropout", "max_len", "pos_encoding"}, failed.stderr  # every key at fault
-    facts = {"lrr": ["'lr'"], "batch_size": ["'eight'"], "dropout": ["1.5"], "max_len": ["32", "64"],
-             "pos_encoding": ["'rotary'"]}  # the value at fault, and the suggestion or the limit
+    assert set(problems) == {"lrr", "batch_size", "dropout", "max_len", "pos_encoding"}, (
+        failed.stderr
+    )  # every key at fault
+    facts = {
+        "lrr": ["'lr'"],
+        "batch_size": ["'eight'"],
+        "dropout": ["1.5"],
+        "max_len": ["32", "64"],
+        "pos_encoding": ["'rotary'"],
+    }  # the value at fault, and the suggestion or the limit
     for key, needed in facts.items():
         assert all(fact in problems[key] for fact in needed), (key, problems[key])
     assert not out.exists()
 
-    odd = posenc_train("--config", write_config(tmp_path / "odd.yaml", batch_size=9, grad_accum=2), "--out", out, check=False)
+    odd = posenc_train(
+        "--config", write_config(tmp_path / "odd.yaml", batch_size=9, grad_accum=2), "--out", out, check=False
+    )
     assert odd.returncode == 2
     odd_problems = config_problems(odd.stderr)
-    assert list(odd_problems) == ["batch_size"] and "9" in odd_problems["batch_size"] and "2" in odd_problems["batch_size"]
+    assert (
+        list(odd_problems) == ["batch_size"] and "9" in odd_problems["batch_size"] and "2" in odd_problems["batch_size"]
+    )
 
 
-TASK = dict(task="reverse", vocab_size=TASK_VOCAB_SIZE, seq_len=task_width("reverse"))  # a synthetic task in place of the corpus
+TASK = dict(
+    task="reverse", vocab_size=TASK_VOCAB_SIZE, seq_len=task_width("reverse")
+)  # a synthetic task in place of the corpus
 
 
 @pytest.mark.slow

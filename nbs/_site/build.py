@@ -3,6 +3,7 @@ with Sphinx and MyST-NB into `_docs/`. Nothing is executed: pages show the outpu
 
     python nbs/_site/build.py          # what `make docs` runs; serve with `python -m http.server -d _docs`
 """
+
 from __future__ import annotations
 
 import ast
@@ -32,9 +33,11 @@ def number(path: Path) -> str:
 
 def in_order(paths) -> list[Path]:
     "Notebooks in their numbers' order, a lettered one after its parent: 02, 02a, 02b, 03, ..., 12, 12a, ..., 14b."
+
     def key(path):
         digits, letters = re.match(r"(\d*)(.*)", number(path)).groups()
         return int(digits or -1), letters, path.name
+
     return sorted(paths, key=key)
 
 
@@ -43,10 +46,14 @@ CHAPTERS = in_order((ROOT / "nbs").glob("[0-9]*.ipynb"))  # the library, one mod
 EXPERIMENTS = in_order((ROOT / "figures" / "notebooks").glob("*.ipynb"))  # executed by the runner, in the paper's order
 DIRECTIVE = re.compile(r"^#\s*\|\s*([\w-]+)(.*)$")  # nbdev's `#| export` cell directives (any spacing)
 # nbdev/Quarto front matter in a title cell (`- skip_exec: true`): settings for a renderer, not text for a reader
-FRONT_MATTER = re.compile(r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M)
+FRONT_MATTER = re.compile(
+    r"^- (?:skip_exec|skip_showdoc|output-file|title|description|order|categories|image): .*\n?", re.M
+)
 WIDGET = "application/vnd.jupyter.widget-view+json"
 STAGING = re.compile(r"/\.staging-[^\s\"'/]*(?=[\"'])")  # the runner's staging folder at the end of a quoted path
-NAVIGATION = "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"  # the reader's order: set-up, the paper, the code
+NAVIGATION = (
+    "```{toctree}\n:hidden:\n\nsetup\nexperiments\nlibrary\n```\n"  # the reader's order: set-up, the paper, the code
+)
 
 
 def notebook(path: Path):
@@ -85,12 +92,15 @@ def show_doc_markdown(obj, name: str, level: int) -> str:
     An annotation naming a type imported only for type checkers cannot be evaluated: then the signature is shown as
     written, with the docstring."""
     from nbdev.showdoc import show_doc
+
     try:
         md = show_doc(obj, name=name, title_level=level)._repr_markdown_()
     except (NameError, OSError):  # OSError: no source to read parameter comments from
         kind = "class" if isinstance(obj, type) else "def"
-        md = (f"---\n\n{'#' * level} {name}\n\n```python\n{kind} {name.split('.')[-1]}{inspect.signature(obj)}\n```\n\n"
-              f"*{inspect.getdoc(obj) or ''}*")
+        md = (
+            f"---\n\n{'#' * level} {name}\n\n```python\n{kind} {name.split('.')[-1]}{inspect.signature(obj)}\n```\n\n"
+            f"*{inspect.getdoc(obj) or ''}*"
+        )
     md = defaults_as_written(obj, re.sub(r"^\[source\]\(.*\)\{.*\}\n", "", md, flags=re.M))
     return as_class(obj, md) if isinstance(obj, type) else md
 
@@ -110,19 +120,24 @@ def as_class(cls: type, md: str) -> str:
         except (TypeError, ValueError):  # no signature of its own
             signature = ""
     if signature in ("", unread):
-        bases = [b.__name__ if b.__module__ in ("builtins", cls.__module__) else f"{b.__module__}.{b.__qualname__}"
-                 for b in cls.__bases__ if b is not object]
+        bases = [
+            b.__name__ if b.__module__ in ("builtins", cls.__module__) else f"{b.__module__}.{b.__qualname__}"
+            for b in cls.__bases__
+            if b is not object
+        ]
         signature = f"({', '.join(bases)})" if bases else ""
-    return md[:code.start()] + f"```python\nclass {cls.__name__}{signature}\n```" + md[code.end():]
+    return md[: code.start()] + f"```python\nclass {cls.__name__}{signature}\n```" + md[code.end() :]
 
 
 def fields(signature: inspect.Signature) -> str:
     "A signature as nbdev writes one (`name:type=default`), a postponed annotation (a string, a ForwardRef) as written."
+
     def written(p):
         stars = "*" if p.kind == p.VAR_POSITIONAL else "**" if p.kind == p.VAR_KEYWORD else ""
         note = getattr(p.annotation, "__forward_arg__", p.annotation)
         note = "" if note is p.empty else f":{note if isinstance(note, str) else inspect.formatannotation(note)}"
         return stars + p.name + note + ("" if p.default is p.empty else f"={p.default!r}")
+
     params = ", ".join(map(written, signature.parameters.values()))
     return f"(\n    {params}\n)" if params else ""
 
@@ -156,8 +171,11 @@ def documented(source: str, module) -> list[tuple[object, str, int]]:
             found.append((getattr(module, node.name), node.name, 3))
             if isinstance(node, ast.ClassDef):
                 cls = getattr(module, node.name)
-                found += [(getattr(cls, m.name), f"{node.name}.{m.name}", 4) for m in node.body
-                          if isinstance(m, ast.FunctionDef) and not m.name.startswith("_")]
+                found += [
+                    (getattr(cls, m.name), f"{node.name}.{m.name}", 4)
+                    for m in node.body
+                    if isinstance(m, ast.FunctionDef) and not m.name.startswith("_")
+                ]
         elif isinstance(node, ast.FunctionDef) and any(ast.unparse(d) == "patch" for d in node.decorator_list):
             owner = ast.unparse(node.args.args[0].annotation)
             found.append((getattr(getattr(module, owner), node.name), f"{owner}.{node.name}", 4))
@@ -221,20 +239,24 @@ def title_and_summary(path: Path) -> tuple[str, str]:
 
 def index_page(title: str, intro: str, folder: str, notebooks: list[Path]) -> str:
     "A section's page: its notebooks listed with their summaries, and the toctree that puts them in the navigation."
-    rows = "\n".join(f"- [{number(path)} · {name}]({folder}/{path.name}): {summary}"
-                     for path in notebooks for name, summary in [title_and_summary(path)])
+    rows = "\n".join(
+        f"- [{number(path)} · {name}]({folder}/{path.name}): {summary}"
+        for path in notebooks
+        for name, summary in [title_and_summary(path)]
+    )
     toc = "\n".join(f"{folder}/{path.stem}" for path in notebooks)
     return f"# {title}\n\n{intro}\n\n{rows}\n\n```{{toctree}}\n:hidden:\n\n{toc}\n```\n"
 
 
 def sections(markdown: str, level: int) -> list[tuple[str, str]]:
-    "`markdown` cut at its headings of `level` (outside code blocks): `[(heading, body)]`, the text before as `('', ...)`."
+    """`markdown` cut at its headings of `level` (outside code blocks): `[(heading, body)]`, with the text before them
+    under the heading `''`."""
     parts, heading, lines, fenced = [], "", [], False
     for line in markdown.splitlines():
         fenced ^= line.startswith("```")
         if not fenced and line.startswith("#" * level + " "):
             parts.append((heading, "\n".join(lines).strip()))
-            heading, lines = line[level + 1:].strip(), []
+            heading, lines = line[level + 1 :].strip(), []
         else:
             lines.append(line)
     return parts + [(heading, "\n".join(lines).strip())]
@@ -242,10 +264,18 @@ def sections(markdown: str, level: int) -> list[tuple[str, str]]:
 
 # The markdown pages the site is built from, and where each lands on it: the README's set-up, the results in detail
 # (the home page), the speed page and the developer guide (both on the set-up page)
-README, RESULTS, SPEED, GUIDE = (ROOT / "README.md", ROOT / "figures" / "README.md", ROOT / "figures" / "SPEED.md",
-                                 ROOT / "nbs" / "DEVELOPING.md")
-ON_SITE = {"README.md": "setup.md", "figures/README.md": "index.md", "figures/SPEED.md": "setup.md#speed",
-           "nbs/DEVELOPING.md": "setup.md#developer-guide"}
+README, RESULTS, SPEED, GUIDE = (
+    ROOT / "README.md",
+    ROOT / "figures" / "README.md",
+    ROOT / "figures" / "SPEED.md",
+    ROOT / "nbs" / "DEVELOPING.md",
+)
+ON_SITE = {
+    "README.md": "setup.md",
+    "figures/README.md": "index.md",
+    "figures/SPEED.md": "setup.md#speed",
+    "nbs/DEVELOPING.md": "setup.md#developer-guide",
+}
 
 
 def site_link(target: str, folder: str = "") -> str:
@@ -259,9 +289,14 @@ def site_link(target: str, folder: str = "") -> str:
         repo = (ROOT / folder / path).resolve().relative_to(ROOT).as_posix()
     except ValueError:  # outside the repository
         return target
-    patterns = [(r"figures/notebooks", "experiments.md"), (r"figures/notebooks/([\w-]+\.ipynb)", r"experiments/\1"),
-                (r"nbs/experiments/([\w-]+\.ipynb)", r"experiments/\1"), (r"nbs/(\d[\w-]*\.ipynb)", r"library/\1"),
-                (r"figures/([\w-]+\.csv)", r"data/\1"), (r"figures/([\w-]+\.png)", r"figures/\1")]
+    patterns = [
+        (r"figures/notebooks", "experiments.md"),
+        (r"figures/notebooks/([\w-]+\.ipynb)", r"experiments/\1"),
+        (r"nbs/experiments/([\w-]+\.ipynb)", r"experiments/\1"),
+        (r"nbs/(\d[\w-]*\.ipynb)", r"library/\1"),
+        (r"figures/([\w-]+\.csv)", r"data/\1"),
+        (r"figures/([\w-]+\.png)", r"figures/\1"),
+    ]
     if repo in ON_SITE:
         page = ON_SITE[repo]
         return f"{page.split('#')[0]}#{fragment}" if fragment else page
@@ -283,7 +318,8 @@ def named_files(heading: str) -> list[str]:
 
 
 def writer_of(names: list[str], notebooks: list[Path]) -> Path | None:
-    "The notebook of `notebooks` named in `names`, or else the one whose cells name most of them; None if none names any."
+    """The notebook of `notebooks` named in `names`, or else the one whose cells name most of them; None if none
+    names any."""
     if direct := [p for p in notebooks if p.name in names]:
         return direct[0]
     texts = {p: "\n".join(c.source for c in notebook(p).cells) for p in notebooks}
@@ -304,15 +340,20 @@ def experiment_of(heading: str) -> Path:
     if executed := writer_of(names, EXPERIMENTS):
         return executed
     if source := writer_of(names, sources()):
-        raise RuntimeError(f"figures/notebooks/{source.name} is missing: figures/README.md's results section "
-                           f"{heading!r} quotes what {source.relative_to(ROOT)} writes. Run `posenc-reproduce --only "
-                           f"{source.stem}` to execute it there, then rerun make docs")
-    raise ValueError(f"figures/README.md's results section {heading!r} names no file an experiment notebook writes: name "
-                     "its figure or CSV in the heading, in backticks")
+        raise RuntimeError(
+            f"figures/notebooks/{source.name} is missing: figures/README.md's results section "
+            f"{heading!r} quotes what {source.relative_to(ROOT)} writes. Run `posenc-reproduce --only "
+            f"{source.stem}` to execute it there, then rerun make docs"
+        )
+    raise ValueError(
+        f"figures/README.md's results section {heading!r} names no file an experiment notebook writes: name "
+        "its figure or CSV in the heading, in backticks"
+    )
 
 
 def claim_section(heading: str, body: str) -> str:
-    "One results section of figures/README.md on the home page: its findings, figure and tables, linked to its experiment."
+    """One results section of figures/README.md on the home page: its findings, figure and tables, linked to its
+    experiment."""
     experiment = experiment_of(heading)
     name, _ = title_and_summary(experiment)
     data = [n for n in named_files(heading) if n.endswith(".csv") and (ROOT / "figures" / n).is_file()]
@@ -332,25 +373,40 @@ def nested(markdown: str) -> str:
     return "\n".join(lines).strip()
 
 
-def readme_pages(readme: str, results: str | None = None, speed: str | None = None,
-                 guide: str | None = None) -> dict[str, str]:
+def readme_pages(
+    readme: str, results: str | None = None, speed: str | None = None, guide: str | None = None
+) -> dict[str, str]:
     """The home page (the paper's claim, then the claims table and the results of figures/README.md, claim by claim,
     each linked to its experiment, and the site's navigation) and the set-up page (the README's set-up, the cpu profile
     with its budget, the developer guide and the speed page). The pages not given are read from their files."""
-    results, speed, guide = (page.read_text(encoding="utf-8") if text is None else text
-                             for page, text in ((RESULTS, results), (SPEED, speed), (GUIDE, guide)))
+    results, speed, guide = (
+        page.read_text(encoding="utf-8") if text is None else text
+        for page, text in ((RESULTS, results), (SPEED, speed), (GUIDE, guide))
+    )
     top = sections(readme, 2)
     title, intro = re.match(r"# (.+?)\n+(.*)", top[0][1], re.S).groups()
     (_, about), *parts = sections(results, 2)
     about = "\n\n".join(about.split("\n\n")[2:])  # less its title and its first paragraph, which points to the README
     profile = [(h, b) for h, b in parts if h == "The cpu profile" or h.startswith("Budget")]
-    home = [f"# {title}", intro, "What the cpu profile reproduces, claim by claim; the recipe and its budget are under "
-            "[Set-up and profiles](setup.md#the-cpu-profile).", site_links(about, "figures")]
-    home += [claim_section(h, b) if named_files(h) else f"## {h}\n\n{site_links(b, 'figures')}"
-             for h, b in parts if (h, b) not in profile]
-    setup = ["# Set-up and profiles", *(site_links(f"## {h}\n\n{b}") for h, b in top[1:] if "<!-- generated:claims" not in b),
-             *(site_links(f"{'##' if h == 'The cpu profile' else '###'} {h}\n\n{b}", "figures") for h, b in profile),
-             site_links(nested(guide), "nbs"), site_links(nested(speed), "figures")]
+    home = [
+        f"# {title}",
+        intro,
+        "What the cpu profile reproduces, claim by claim; the recipe and its budget are under "
+        "[Set-up and profiles](setup.md#the-cpu-profile).",
+        site_links(about, "figures"),
+    ]
+    home += [
+        claim_section(h, b) if named_files(h) else f"## {h}\n\n{site_links(b, 'figures')}"
+        for h, b in parts
+        if (h, b) not in profile
+    ]
+    setup = [
+        "# Set-up and profiles",
+        *(site_links(f"## {h}\n\n{b}") for h, b in top[1:] if "<!-- generated:claims" not in b),
+        *(site_links(f"{'##' if h == 'The cpu profile' else '###'} {h}\n\n{b}", "figures") for h, b in profile),
+        site_links(nested(guide), "nbs"),
+        site_links(nested(speed), "figures"),
+    ]
     return {"index.md": "\n\n".join([*home, NAVIGATION]), "setup.md": "\n\n".join(setup)}
 
 
@@ -359,7 +415,11 @@ def figure(name: str) -> Path:
     if (path := ROOT / "figures" / name).is_file():
         return path
     source = writer_of([name], sources())
-    draw = f"`posenc-reproduce --only {source.stem}` draws it" if source else "no experiment notebook draws it: fix the link"
+    draw = (
+        f"`posenc-reproduce --only {source.stem}` draws it"
+        if source
+        else "no experiment notebook draws it: fix the link"
+    )
     raise RuntimeError(f"figures/{name} is missing, and the README shows it: {draw}; then rerun make docs")
 
 
@@ -379,34 +439,73 @@ def stage(into: Path = STAGE):
         stage_experiment(path, into / "experiments" / path.name)
     for path in CHAPTERS:
         stage_chapter(path, into / "library" / path.name)
-    (into / "experiments.md").write_text(index_page(
-        "Experiments", "The experiment notebooks as `posenc-reproduce --profile cpu` executed them, each with its "
-        "figures, tables and findings: first the positive arm, the check every claim is gated on; then the paper's "
-        "figures and tables, in the paper's order; then what goes beyond the paper (the encodings that came after it, "
-        "how NoPos counts, length generalisation on synthetic tasks).", "experiments", EXPERIMENTS), encoding="utf-8")
-    (into / "library.md").write_text(index_page(
-        "Library", "The chapters of `posenc_nb`, each one module, with its examples' committed outputs and the API of "
-        "what it exports.", "library", CHAPTERS), encoding="utf-8")
+    (into / "experiments.md").write_text(
+        index_page(
+            "Experiments",
+            "The experiment notebooks as `posenc-reproduce --profile cpu` executed them, each with its "
+            "figures, tables and findings: first the positive arm, the check every claim is gated on; then the paper's "
+            "figures and tables, in the paper's order; then what goes beyond the paper (the encodings that came after "
+            "it, "
+            "how NoPos counts, length generalisation on synthetic tasks).",
+            "experiments",
+            EXPERIMENTS,
+        ),
+        encoding="utf-8",
+    )
+    (into / "library.md").write_text(
+        index_page(
+            "Library",
+            "The chapters of `posenc_nb`, each one module, with its "
+            "examples' committed outputs and the API of what it exports.",
+            "library",
+            CHAPTERS,
+        ),
+        encoding="utf-8",
+    )
 
 
 def stale() -> bool:
     "Whether `_docs/` is missing or older than anything it is built from."
     built = OUT / "index.html"
-    sources = [README, RESULTS, SPEED, GUIDE, *(p for p in SITE.iterdir() if p.is_file()), *CHAPTERS, *EXPERIMENTS,
-               *(ROOT / "figures").glob("*.csv"), *(ROOT / "figures").glob("*.png")]
+    sources = [
+        README,
+        RESULTS,
+        SPEED,
+        GUIDE,
+        *(p for p in SITE.iterdir() if p.is_file()),
+        *CHAPTERS,
+        *EXPERIMENTS,
+        *(ROOT / "figures").glob("*.csv"),
+        *(ROOT / "figures").glob("*.png"),
+    ]
     return not built.is_file() or max(p.stat().st_mtime for p in sources) > built.stat().st_mtime
 
 
 def build(argv=None):
     "Stage the pages, build them, and put the site in `_docs/`."
     from sphinx.cmd.build import build_main
+
     start = time.perf_counter()
     stage(STAGE)
     # Built beside the stage, then moved: MyST-NB writes its image files next to the build folder, not in it
     html = STAGE.parent / "html"
     shutil.rmtree(html, ignore_errors=True)
-    status = build_main(["-b", "html", "-q", "-j", "auto", "-c", str(SITE), "-d", str(STAGE.parent / "doctrees"),
-                         str(STAGE), str(html), *(argv or [])])
+    status = build_main(
+        [
+            "-b",
+            "html",
+            "-q",
+            "-j",
+            "auto",
+            "-c",
+            str(SITE),
+            "-d",
+            str(STAGE.parent / "doctrees"),
+            str(STAGE),
+            str(html),
+            *(argv or []),
+        ]
+    )
     if status:
         raise RuntimeError(f"Sphinx could not build the site (exit status {status}): its messages are above")
     shutil.rmtree(OUT, ignore_errors=True)
@@ -415,8 +514,8 @@ def build(argv=None):
 
 
 def main(argv=None) -> int:
-    """`make docs`: build the site; its exit status (`posenc_nb.commands.EXIT_CODES`), a source it cannot use named in one
-    paragraph on stderr."""
+    """`make docs`: build the site; its exit status (`posenc_nb.commands.EXIT_CODES`), a source it cannot use named
+    in one paragraph on stderr."""
     return run_command("make docs", lambda: build(argv))
 
 

@@ -1,4 +1,5 @@
 "Sphinx configuration of the companion site; `nbs/_site/build.py` stages the pages and runs Sphinx with it."
+
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def tables_for_reading(app, doctree, docname):
     A table of sentences (the claims') is marked `wordy`, so that on a phone its columns keep a readable width and the
     table scrolls in its box (site.css), rather than squeezing each sentence into a column a word wide."""
     from docutils import nodes
+
     for table in doctree.findall(nodes.table):
         entries = list(table.findall(nodes.entry))
         if any(len(entry.astext()) > 80 for entry in entries):

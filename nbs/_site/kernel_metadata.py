@@ -1,8 +1,9 @@
 """Write into notebooks the kernel metadata JupyterLab writes when it opens them, so that opening one changes nothing
 and closing it asks nothing. nbdev_clean keeps it (settings.ini: `allowed_metadata_keys = language_info`).
 
-    python nbs/_site/kernel_metadata.py [NOTEBOOK ...]    # what `make notebook-metadata` runs; default: every notebook in nbs/
+    python nbs/_site/kernel_metadata.py [NOTEBOOK ...]  # `make notebook-metadata`; default: all of nbs/
 """
+
 from __future__ import annotations
 
 import sys
@@ -23,8 +24,11 @@ def lab_metadata() -> dict:
 
 def notebooks() -> list[Path]:
     "Every notebook under nbs/, leaving out folders nbdev skips (`_name`, `.name`, checkpoints)."
-    return sorted(p for p in (ROOT / "nbs").rglob("*.ipynb")
-                  if not any(part.startswith(("_", ".")) for part in p.relative_to(ROOT / "nbs").parts))
+    return sorted(
+        p
+        for p in (ROOT / "nbs").rglob("*.ipynb")
+        if not any(part.startswith(("_", ".")) for part in p.relative_to(ROOT / "nbs").parts)
+    )
 
 
 def write_lab_metadata(path: Path) -> bool:
