@@ -38,7 +38,7 @@ from posenc_nb.training_log import read_metrics
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import probe_layers, probe_windows
 from posenc_nb.profiles import PROFILES, check_parameters
-from posenc_nb.scores import run_perplexity
+from posenc_nb.scores import run_perplexity, run_probes
 from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
 from posenc_nb.train import Trainer, TrainingInterrupted, train
@@ -483,6 +483,15 @@ def test_misplaced_folders_and_mismatched_shapes_are_named(tmp_path, capsys):
     ):
         run_perplexity(finished, [16])
     assert not list((finished.out_dir / "scores.jsonl").iterdir())
+    (finished.out_dir / "probes.jsonl").mkdir()  # where its probes are kept
+    windows = probe_windows(
+        finished.model, torch.arange(400) % 7, torch.arange(400) % 7, n_train=4, n_select=2, n_eval=2
+    )
+    with pytest.raises(
+        RuntimeError, match=re.escape(f"{finished.out_dir / 'probes.jsonl'} is a folder, where the run's probes")
+    ):
+        run_probes(finished, windows, layers=[1], kinds=["linear"], epochs=1)
+    assert not list((finished.out_dir / "probes.jsonl").iterdir())
 
 
 def test_damaged_metrics_line_does_not_stop_the_resume(tmp_path, uninterrupted):
