@@ -18,7 +18,7 @@ import torch
 from tqdm import tqdm
 
 from .plan import ASSUMED_TFLOPS, plan_summary
-from .scores import SCORES_FILE
+from .scores import PROBES_FILE, SCORES_FILE
 from .files import atomic_write
 
 # %% auto #0
@@ -46,17 +46,14 @@ def _last_logged_step(path: Path, tail: int = 4096) -> int:
 
 def run_state(folder: Path) -> dict:
     """What the run `folder` shows now: its `step` (its training log's last, or its checkpoint's), whether it `finished`,
-    and when its scores last changed (`scored`, a time; 0: never). A missing or half-written file shows nothing."""
+    and when its scores or probes last changed (`scored`, a time; 0: never). A missing or half-written file shows nothing."""
     folder = Path(folder)
     try:
         meta = json.loads((folder / "meta.json").read_bytes())
     except (OSError, ValueError):
         meta = {}
     meta = meta if isinstance(meta, dict) else {}
-    try:
-        scored = (folder / SCORES_FILE).stat().st_mtime
-    except OSError:
-        scored = 0.0
+    scored = max((path.stat().st_mtime for path in (folder / SCORES_FILE, folder / PROBES_FILE) if path.is_file()), default=0.0)
     checkpoint = meta["step"] if type(meta.get("step")) is int else 0
     return dict(step=max(checkpoint, _last_logged_step(folder / "metrics.jsonl")), finished=meta.get("finished") is True,
                 scored=scored)
