@@ -112,8 +112,10 @@ def plot_attention(amap: AttentionMap, ax=None, title: str | None = None):
 
 
 def plot_attention_grid(model, tokenizer, text, layers=None, heads=None, caption: str | None = None):
-    "Attention maps of `text` for every (layer, head) in `layers` x `heads` (default: all), one panel each, one colour bar."
-    layers = [check_attention_layer(model, layer) for layer in (layers if layers is not None else range(1, model.config.n_layer + 1))]
+    """Attention maps of `text` for every (layer, head) in `layers` x `heads` (default: all), one panel each, one
+    colour bar."""
+    layers = [check_attention_layer(model, layer)
+              for layer in (layers if layers is not None else range(1, model.config.n_layer + 1))]
     heads = [check_head(model, h) for h in (heads if heads is not None else range(model.config.n_head))]
     if not layers or not heads:
         raise ValueError("nothing to draw: give at least one layer and one head (or None for all)")
@@ -134,7 +136,8 @@ def shuffle_words(text, order) -> list[str]:
     "The words of `text` in `order` (a permutation of their indices)."
     words = as_words(text)
     if sorted(order) != list(range(len(words))):
-        raise ValueError(f"order {list(order)} is not a permutation of the {len(words)} word indices 0..{len(words) - 1}")
+        raise ValueError(f"order {list(order)} is not a permutation of the {len(words)} word indices "
+                         f"0..{len(words) - 1}")
     return [words[i] for i in order]
 
 
@@ -149,7 +152,8 @@ def _over_shared_keys(weights: torch.Tensor, perm: torch.Tensor) -> torch.Tensor
     T = len(perm)
     seen = torch.ones(T, T, dtype=torch.bool).tril() & (perm[None, :] <= perm[:, None])
     kept = weights * seen
-    return kept / kept.sum(-1, keepdim=True).clamp_min(torch.finfo(kept.dtype).tiny)  # a row with no shared weight stays 0
+    # a row with no shared weight stays 0
+    return kept / kept.sum(-1, keepdim=True).clamp_min(torch.finfo(kept.dtype).tiny)
 
 
 def permutation_gap(model, tokenizer, text, order, shared_keys: bool = False) -> float:
@@ -170,13 +174,17 @@ def first_key_attention(model, tokens, length: int, layer: int = 1, max_tokens: 
                         batch_size: int = 8) -> float:
     """Mean probability that block `layer` (1..n_layer) gives key 0, over heads, full `length`-token windows of `tokens`
     and every query but key 0's own: the window's first token, or the model's start token."""
-    layer, length, tokens = check_attention_layer(model, layer), check_context_length(model, length), check_tokens(model, tokens)
+    layer, length = check_attention_layer(model, layer), check_context_length(model, length)
+    tokens = check_tokens(model, tokens)
     total, count = 0.0, 0
-    full = ((ids, s) for ids, s in eval_windows(tokens, length, max_tokens=max_tokens) if s == 0 and len(ids) == length + 1)
+    full = ((ids, s) for ids, s in eval_windows(tokens, length, max_tokens=max_tokens)
+            if s == 0 and len(ids) == length + 1)
     with frozen(model):
         for ids, _ in window_batches(full, batch_size):
-            to_first = model(ids[:, :-1].to(model_device(model)), output_attentions=True).attentions[layer - 1][:, :, 1:, 0]
+            to_first = model(ids[:, :-1].to(model_device(model)),
+                             output_attentions=True).attentions[layer - 1][:, :, 1:, 0]
             total, count = total + to_first.double().sum().item(), count + to_first.numel()
     if not count:
-        raise ValueError(f"no full {length}-token window in {len(tokens)} tokens (max_tokens={max_tokens}): give more tokens")
+        raise ValueError(f"no full {length}-token window in {len(tokens)} tokens (max_tokens={max_tokens}): give more "
+                         "tokens")
     return total / count

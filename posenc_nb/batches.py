@@ -18,10 +18,13 @@ from .tasks import task_examples
 __all__ = ['IGNORE', 'train_batch', 'derived_seed', 'mask_for_mlm', 'task_batch', 'lm_batch', 'eval_windows']
 
 # %% ../nbs/02f_batches.ipynb #65bc2ebd
-def train_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int, step: int, rank: int = 0, world_size: int = 1) -> torch.Tensor:
-    "Rank `rank`'s rows of the global batch for `step`: a LongTensor (batch_size // world_size, seq_len + 1); inputs `x[:, :-1]`, targets `x[:, 1:]`."
+def train_batch(tokens: np.ndarray, batch_size: int, seq_len: int, seed: int, step: int, rank: int = 0,
+                world_size: int = 1) -> torch.Tensor:
+    """Rank `rank`'s rows of the global batch for `step`: a LongTensor (batch_size // world_size, seq_len + 1);
+    inputs `x[:, :-1]`, targets `x[:, 1:]`."""
     if world_size < 1 or batch_size < 1 or batch_size % world_size:
-        raise ValueError(f"batch_size {batch_size} must be a positive multiple of world_size {world_size}: every rank takes an equal share.")
+        raise ValueError(f"batch_size {batch_size} must be a positive multiple of world_size {world_size}: every rank "
+                         "takes an equal share.")
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} is outside 0..{world_size - 1} for world_size {world_size}.")
     if seq_len < 1 or (n_starts := len(tokens) - seq_len) < 1:
@@ -43,9 +46,11 @@ def derived_seed(*parts: int) -> int:
 
 
 def mask_for_mlm(tokens: torch.Tensor, mask_prob: float, vocab_size: int, seed: int, row0: int = 0,
-                 batch_rows: int | None = None, specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
+                 batch_rows: int | None = None,
+                 specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
     """BERT-style masking of `tokens` (rows `row0`.. of a batch of `batch_rows`, default: just these rows).
-    Returns (inputs, targets, n): targets are `IGNORE` where not selected, n counts selected positions in the whole batch."""
+    Returns (inputs, targets, n): targets are `IGNORE` where not selected, n counts selected positions in the whole
+    batch."""
     rows, T = tokens.shape
     g = torch.Generator().manual_seed(seed)
     shape = (batch_rows or rows, T)
@@ -87,14 +92,18 @@ def lm_batch(tokens: np.ndarray, cfg: TrainConfig, step: int, rank: int = 0, wor
                         row0=rank * len(x), batch_rows=batch_size, specials=specials)
 
 # %% ../nbs/02f_batches.ipynb #efc9cbeb
-def eval_windows(tokens: np.ndarray, context_length: int, stride: int | None = None, max_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, int]]:
-    "Yield `(ids, score_from)`: ids a LongTensor of n + 1 <= context_length + 1 tokens; score targets `ids[1:][score_from:]` only."
+def eval_windows(tokens: np.ndarray, context_length: int, stride: int | None = None,
+                 max_tokens: int | None = None) -> Iterator[tuple[torch.Tensor, int]]:
+    """Yield `(ids, score_from)`: ids a LongTensor of n + 1 <= context_length + 1 tokens; score targets
+    `ids[1:][score_from:]` only."""
     stride = context_length if stride is None else stride
     if context_length < 1 or not 1 <= stride <= context_length:
-        raise ValueError(f"Need context_length >= 1 and 1 <= stride <= context_length, got context_length {context_length}, stride {stride}.")
+        raise ValueError("Need context_length >= 1 and 1 <= stride <= context_length, got context_length "
+                         f"{context_length}, stride {stride}.")
     n_targets = len(tokens) - 1 if max_tokens is None else min(len(tokens) - 1, max_tokens)
     if n_targets < 1:
-        raise ValueError(f"Nothing to score: a stream of {len(tokens)} tokens with max_tokens={max_tokens} has no targets.")
+        raise ValueError(f"Nothing to score: a stream of {len(tokens)} tokens with max_tokens={max_tokens} has no "
+                         "targets.")
     scored = 0  # targets tokens[1 : scored + 1] are done
     while scored < n_targets:
         end = min(scored + (stride if scored else context_length), n_targets)

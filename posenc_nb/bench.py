@@ -26,7 +26,7 @@ import torch
 from .encodings import ENCODINGS, encoding_problem
 from .model import PRESETS, ModelConfig, TransformerLM
 from .config import ConfigError, TrainConfig, parse_overrides
-from .profiles import PROFILES
+from .profile_values import PROFILES
 from .report import markdown_table
 from .batches import lm_batch
 from .train import Trainer
@@ -42,9 +42,10 @@ __all__ = ['PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MA
            'measure_overhead', 'measure_forward', 'bench_eval', 'train_goals', 'eval_goals', 'run_benchmark', 'main']
 
 # %% ../nbs/07c_bench.ipynb #b6f4aceb
-def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None, peaks: dict | None = None) -> dict:
-    """Training tokens/s of the `Trainer` on `cfg`'s model, batch and device, and its MFU against each of `peaks` (FLOP/s
-    by `PRECISIONS` name; default: `matmul_peaks` of that device, `n=matmul_size`)."""
+def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None,
+                       peaks: dict | None = None) -> dict:
+    """Training tokens/s of the `Trainer` on `cfg`'s model, batch and device, and its MFU against each of `peaks`
+    (FLOP/s by `PRECISIONS` name; default: `matmul_peaks` of that device, `n=matmul_size`)."""
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(timing_config(cfg, steps + 2), tmp, progress=False)
         trainer.fit(1)
@@ -55,7 +56,8 @@ def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | Non
     flops = train_flops_per_token(trainer.model, cfg.seq_len) * tokens_per_s
     peaks = peaks or matmul_peaks(trainer.device, n=matmul_size)
     return dict(model=cfg.model, params=trainer.model.num_params(), device=str(trainer.device), dtype=dtype,
-                tokens_per_s=tokens_per_s, model_tflops=flops / 1e12, **{f"mfu_{name}": flops / peak for name, peak in peaks.items()})
+                tokens_per_s=tokens_per_s, model_tflops=flops / 1e12,
+                **{f"mfu_{name}": flops / peak for name, peak in peaks.items()})
 
 # %% ../nbs/07c_bench.ipynb #af701515
 def measure_overhead(cfg: TrainConfig, steps: int = 2, rounds: int = 20) -> dict:
@@ -95,8 +97,10 @@ def _rss_kib(field: str) -> int:
     return int(re.search(rf"^{field}:\s+(\d+) kB", open("/proc/self/status").read(), re.M).group(1))
 
 
-def _forward_in_this_process(config: dict, length: int, repeats: int, threads: int, min_seconds: float = 1.0) -> tuple[float, int]:
-    "Best time of at least `repeats` no-grad forward passes (and of `min_seconds` in all), and the peak bytes of one pass above the warmed-up model."
+def _forward_in_this_process(config: dict, length: int, repeats: int, threads: int,
+                             min_seconds: float = 1.0) -> tuple[float, int]:
+    """Best time of at least `repeats` no-grad forward passes (and of `min_seconds` in all), and the peak bytes of
+    one pass above the warmed-up model."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(**config)).eval()
@@ -104,26 +108,31 @@ def _forward_in_this_process(config: dict, length: int, repeats: int, threads: i
     libc = ctypes.CDLL(None)
     with torch.no_grad():
         model(idx[:, :16])  # warm-up on a short input: loads kernels without caching long-input memory
-        libc.mallopt(-3, 2**16)  # M_MMAP_THRESHOLD: glibc maps blocks from 64 KiB and unmaps them when freed, so the peak counts live memory
+        # M_MMAP_THRESHOLD: glibc maps blocks from 64 KiB and unmaps them when freed, so the peak counts live memory
+        libc.mallopt(-3, 2**16)
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # reset the high-water mark to the current resident set
         before = _rss_kib("VmRSS")
         model(idx)
         peak = 1024 * (_rss_kib("VmHWM") - before)
         libc.mallopt(-3, 2**25)  # then, for the timed passes, the heap keeps freed blocks up to 32 MiB
-        libc.mallopt(-1, 2**26)  # and trims its top beyond 64 MiB only (M_TRIM_THRESHOLD), as its default rule ends up doing
+        # and trims its top beyond 64 MiB only (M_TRIM_THRESHOLD), as its default rule ends up doing
+        libc.mallopt(-1, 2**26)
         times = []
         while len(times) < repeats or sum(times) < min_seconds:  # short inputs: many tries, as their times scatter most
             times.append(wall_seconds(lambda: model(idx)))
     return min(times), peak
 
-
-def measure_forward(cfg: ModelConfig, length: int, repeats: int = 2, min_seconds: float = 1.0) -> tuple[float, int]:
-    "Seconds and peak bytes of a forward pass at `length` tokens, measured in a fresh Python process."
+# %% ../nbs/07c_bench.ipynb #47c0c2f4
+def measure_forward(cfg: ModelConfig, length: int, repeats: int = 2, min_seconds: float = 1.0,
+                    threads: int | None = None) -> tuple[float, int]:
+    """Seconds and peak bytes of a forward pass at `length` tokens, measured in a fresh Python process on `threads`
+    (None: as many as this one)."""
     if platform.system() != "Linux":
         raise RuntimeError(f"peak memory is read from /proc, which Linux has and {platform.system()} has not")
-    child = "import json, sys; from posenc_nb.bench import _forward_in_this_process as f; print(json.dumps(f(*json.loads(sys.argv[1]))))"
-    args = json.dumps([asdict(cfg), length, repeats, torch.get_num_threads(), min_seconds])
+    child = ("import json, sys; from posenc_nb.bench import _forward_in_this_process as f; "
+             "print(json.dumps(f(*json.loads(sys.argv[1]))))")
+    args = json.dumps([asdict(cfg), length, repeats, threads or torch.get_num_threads(), min_seconds])
     done = subprocess.run([sys.executable, "-c", child, args], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"measuring {cfg.pos_encoding} at T={length} failed in the child process:\n{done.stderr}")
@@ -131,17 +140,10 @@ def measure_forward(cfg: ModelConfig, length: int, repeats: int = 2, min_seconds
     return seconds, peak
 
 # %% ../nbs/07c_bench.ipynb #aa5082db
-def bench_eval(
-    preset: str = "cpu-small",
-    lengths=(128, 512, 2048, 8192),
-    max_len: int = 128,
-    vocab_size: int = 2048,
-    encodings=tuple(ENCODINGS),
-    repeats: int = 2,
-    min_seconds: float = 1.0,
-    rounds: int = 1,
-) -> pd.DataFrame:
-    "Forward-pass time and peak memory (batch 1, no grad) per encoding and length, with ratios to NoPos; `rounds` in turns."
+def bench_eval(preset: str = "cpu-small", lengths=(128, 512, 2048, 8192), max_len: int = 128, vocab_size: int = 2048,
+               encodings=tuple(ENCODINGS), repeats: int = 2, min_seconds: float = 1.0, rounds: int = 1) -> pd.DataFrame:
+    """Forward-pass time and peak memory (batch 1, no grad) per encoding and length, with ratios to NoPos; `rounds`
+    in turns."""
     rows = []
     for _ in range(rounds):
         for length in lengths:
@@ -160,9 +162,11 @@ def bench_eval(
     return table.set_index(["T", "encoding"])
 
 # %% ../nbs/07c_bench.ipynb #e366b778
-PAPER_ENCODINGS = ("nopos", "learned", "sinusoidal", "rope", "alibi")  # held to 10% of NoPos's training step; the others to 15%
+# held to 10% of NoPos's training step; the others to 15%
+PAPER_ENCODINGS = ("nopos", "learned", "sinusoidal", "rope", "alibi")
 BFLOAT16_SPEEDUP = 2.0  # the goal for a bfloat16 training step of the paper's encodings, in float32 steps' tokens/s
-EVAL_LIMITS = {"alibi": (1.1, 1.1)}  # time, peak memory over NoPos's at the longest length; every other encoding: 3x, 2x
+# time, peak memory over NoPos's at the longest length; every other encoding: 3x, 2x
+EVAL_LIMITS = {"alibi": (1.1, 1.1)}
 
 
 def _verdict(met: bool) -> str:
@@ -170,8 +174,9 @@ def _verdict(met: bool) -> str:
 
 
 def train_goals(train: pd.DataFrame) -> list[str]:
-    """The training-step goals on `bench_train`'s table: in each dtype, the paper's encodings within 10% of NoPos and the
-    others at least 0.85x; the paper's encodings' bfloat16 step at least `BFLOAT16_SPEEDUP` times as fast as float32's."""
+    """The training-step goals on `bench_train`'s table: in each dtype, the paper's encodings within 10% of NoPos and
+    the others at least 0.85x; the paper's encodings' bfloat16 step at least `BFLOAT16_SPEEDUP` times as fast as
+    float32's."""
     goals = []
     for dtype, table in train.groupby(level="dtype", sort=False):
         table = table.droplevel("dtype")
@@ -187,37 +192,44 @@ def train_goals(train: pd.DataFrame) -> list[str]:
     if "vs_float32" in train and "bfloat16" in train.index.get_level_values("dtype"):
         speedups = train.vs_float32.xs("bfloat16", level="dtype")
         if len(paper := speedups[speedups.index.isin(PAPER_ENCODINGS)]):
-            goals.append(f"- bfloat16 training step at least {BFLOAT16_SPEEDUP:g}x float32's tokens/s (the paper's encodings): "
-                         f"slowest {paper.idxmin()} at {paper.min():.2f}x -> {_verdict(paper.min() >= BFLOAT16_SPEEDUP)}")
+            goals.append(f"- bfloat16 training step at least {BFLOAT16_SPEEDUP:g}x float32's tokens/s (the paper's "
+                         f"encodings): slowest {paper.idxmin()} at {paper.min():.2f}x -> "
+                         f"{_verdict(paper.min() >= BFLOAT16_SPEEDUP)}")
     return goals
 
-
+# %% ../nbs/07c_bench.ipynb #317adf89
 def eval_goals(evals: pd.DataFrame) -> list[str]:
-    "At `bench_eval`'s longest length, every encoding within its `EVAL_LIMITS` (3x NoPos's time, 2x its peak memory by default)."
+    """At `bench_eval`'s longest length, every encoding within its `EVAL_LIMITS` (3x NoPos's time, 2x its peak memory
+    by default)."""
     if "time_vs_nopos" not in evals:
         return []
     longest, goals = evals.index.get_level_values("T").max(), []
     for name, row in evals.loc[longest].drop("nopos", errors="ignore").iterrows():
         time_limit, memory_limit = EVAL_LIMITS.get(name, (3.0, 2.0))
-        goals.append(f"- {ENCODINGS[name].label} at T={longest} within {time_limit:g}x NoPos's time and {memory_limit:g}x its peak "
-                     f"memory: time {row.time_vs_nopos:.2f}x, peak memory {row.memory_vs_nopos:.2f}x "
-                     f"-> {_verdict(row.time_vs_nopos <= time_limit and row.memory_vs_nopos <= memory_limit)}")
+        goals.append(f"- {ENCODINGS[name].label} at T={longest} within {time_limit:g}x NoPos's time and "
+                     f"{memory_limit:g}x its peak memory: time {row.time_vs_nopos:.2f}x, peak memory "
+                     f"{row.memory_vs_nopos:.2f}x -> "
+                     f"{_verdict(row.time_vs_nopos <= time_limit and row.memory_vs_nopos <= memory_limit)}")
     return goals
 
 # %% ../nbs/07c_bench.ipynb #af63c9f2
 SECTIONS = ("train", "breakdown", "trainer", "side_by_side", "eval")
 
 
-def _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks, compile_backend) -> tuple[list[str], list[str]]:
+def _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks,
+                   compile_backend) -> tuple[list[str], list[str]]:
     "The report's lines and goals for a training step per encoding and dtype."
-    train = bench_train(preset, batch_size, seq_len, steps, encodings=encodings, dtypes=dtypes, compile_backend=compile_backend)
+    train = bench_train(preset, batch_size, seq_len, steps, encodings=encodings, dtypes=dtypes,
+                        compile_backend=compile_backend)
     for name, peak in peaks.items():
         train[f"mfu_{name}"] = train.model_tflops * 1e12 / peak
-    train["bf16_limit_ms"] = train.step_ms * train.model_tflops * 1e12 / peaks["bfloat16"]  # its FLOPs at the bfloat16 peak
+    # its FLOPs at the bfloat16 peak
+    train["bf16_limit_ms"] = train.step_ms * train.model_tflops * 1e12 / peaks["bfloat16"]
     compiled = f"; compiled with torch.compile(backend={compile_backend!r}) beside" if compile_backend else ""
-    return [f"### Training step per encoding and dtype ({preset}; forward, backward, AdamW), batch {batch_size} x {seq_len} "
-            f"tokens, best of {steps}; MFU against each matmul peak; bf16_limit_ms: the step's model FLOPs at the bfloat16 "
-            f"peak, how fast it would be if all its work ran as a large bfloat16 matmul{compiled}", markdown_table(train, None, digits=3), ""], \
+    return [f"### Training step per encoding and dtype ({preset}; forward, backward, AdamW), batch {batch_size} x "
+            f"{seq_len} tokens, best of {steps}; MFU against each matmul peak; bf16_limit_ms: the step's model FLOPs "
+            f"at the bfloat16 peak, how fast it would be if all its work ran as a large bfloat16 matmul{compiled}",
+            markdown_table(train, None, digits=3), ""], \
         train_goals(train)
 
 
@@ -227,7 +239,8 @@ def _breakdown_section(train_profile, dtypes, steps) -> tuple[list[str], list[st
     table = pd.concat({dtype: step_breakdown(replace(cfg, dtype=dtype), steps) for dtype in dtypes}, axis=1)
     table.columns = [f"{dtype} {column}" for dtype, column in table.columns]
     return [f"### Where a training step of the {train_profile} profile goes ({cfg.model}, {cfg.pos_encoding}, batch "
-            f"{cfg.batch_size} x {cfg.seq_len}): ms a step under torch.profiler, mean of {steps}", markdown_table(table, None, digits=3), ""], []
+            f"{cfg.batch_size} x {cfg.seq_len}): ms a step under torch.profiler, mean of {steps}",
+            markdown_table(table, None, digits=3), ""], []
 
 # %% ../nbs/07c_bench.ipynb #f10a929c
 def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[str], list[str]]:
@@ -237,9 +250,10 @@ def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[st
     table = pd.DataFrame([dict(profile=train_profile, **speed, trainer_ms=1e3 * overhead["trainer_s_per_step"],
                                bare_ms=1e3 * overhead["bare_s_per_step"], overhead_pct=overhead["overhead_pct"],
                                cpu_overhead_pct=overhead["cpu_overhead_pct"])]).set_index("profile")
-    lines = [f"### Trainer on the {train_profile} profile's runs ({cfg.pos_encoding}, {cfg.objective}, batch {cfg.batch_size} "
-             f"x {cfg.seq_len} tokens of {cfg.corpus}): tokens/s over {steps} steps; ms per step against a bare "
-             f"loop, median of {rounds} alternating pairs, logging every step", markdown_table(table, None, digits=3), ""]
+    lines = [f"### Trainer on the {train_profile} profile's runs ({cfg.pos_encoding}, {cfg.objective}, batch "
+             f"{cfg.batch_size} x {cfg.seq_len} tokens of {cfg.corpus}): tokens/s over {steps} steps; ms per step "
+             f"against a bare loop, median of {rounds} alternating pairs, logging every step",
+             markdown_table(table, None, digits=3), ""]
     return lines, [f"- trainer bookkeeping under 5% of a step: {overhead['overhead_pct']:+.1f}% wall-clock "
                    f"({overhead['cpu_overhead_pct']:+.1f}% CPU time) -> {_verdict(overhead['overhead_pct'] < 5)}"]
 
@@ -247,9 +261,10 @@ def _trainer_section(train_profile, steps, matmul_size, rounds) -> tuple[list[st
 def _side_by_side_section(train_profile, side_steps) -> tuple[list[str], list[str]]:
     "The report's lines and goal for two of the training profile's models side by side against one after the other."
     cfg = timing_config(TrainConfig.from_dict(PROFILES[train_profile]["train_settings"]), side_steps)
-    timing = time_side_by_side(asdict(cfg), runs=2, threads=len(os.sched_getaffinity(0)))  # one after the other on every core
-    lines = [f"### Two models of the {train_profile} profile ({cfg.pos_encoding}, {cfg.dtype}, {side_steps} steps each) side "
-             f"by side, one thread each, against one after the other on {timing['threads']} threads",
+    # one after the other on every core
+    timing = time_side_by_side(asdict(cfg), runs=2, threads=len(os.sched_getaffinity(0)))
+    lines = [f"### Two models of the {train_profile} profile ({cfg.pos_encoding}, {cfg.dtype}, {side_steps} steps "
+             f"each) side by side, one thread each, against one after the other on {timing['threads']} threads",
              markdown_table(pd.DataFrame([timing]).set_index("runs"), None, digits=3), ""]
     return lines, [f"- two models side by side faster than one after the other: {timing['speedup']:.2f}x -> "
                    f"{_verdict(timing['speedup'] > 1)}"]
@@ -258,14 +273,16 @@ def _side_by_side_section(train_profile, side_steps) -> tuple[list[str], list[st
 def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> tuple[list[str], list[str]]:
     "The report's lines and goals for long-context forward passes."
     evals = bench_eval(preset, lengths, max_len=seq_len, encodings=encodings, repeats=repeats, rounds=eval_rounds)
-    return [f"### Forward pass ({preset}), batch 1, no grad, best of at least {repeats} (and 1 s) in each of {eval_rounds} "
-            "rounds taken in turns; peak = resident memory above the model, median of the rounds", markdown_table(evals, None, digits=3), ""], eval_goals(evals)
+    return [f"### Forward pass ({preset}), batch 1, no grad, best of at least {repeats} (and 1 s) in each of "
+            f"{eval_rounds} rounds taken in turns; peak = resident memory above the model, median of the rounds",
+            markdown_table(evals, None, digits=3), ""], eval_goals(evals)
 
 # %% ../nbs/07c_bench.ipynb #b8d0f2a4
 def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 128, steps: int = 15,
-                  lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS), dtypes=tuple(PRECISIONS),
-                  matmul_size: int | None = None, sections=SECTIONS, train_profile: str = "cpu", rounds: int = 20,
-                  side_steps: int = 500, compile_backend: str = "", eval_rounds: int = 3) -> str:
+                  lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS),
+                  dtypes=tuple(PRECISIONS), matmul_size: int | None = None, sections=SECTIONS,
+                  train_profile: str = "cpu", rounds: int = 20, side_steps: int = 500, compile_backend: str = "",
+                  eval_rounds: int = 3) -> str:
     """The benchmark's `sections` (of `SECTIONS`) as a markdown report, ending with the goals they bear on; a
     `compile_backend` (e.g. "inductor") also times each training step compiled by `torch.compile` (off by default);
     `rounds` of the trainer's overhead, `side_steps` steps of each model trained side by side, `eval_rounds` of the
@@ -275,7 +292,9 @@ def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int =
     load_before = os.getloadavg()[0]
     peaks = matmul_peaks(n=matmul_size)
     lines, goals = [], []
-    for section, make in (("train", lambda: _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks, compile_backend)),
+    for section, make in (("train",
+                           lambda: _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks,
+                                                  compile_backend)),
                           ("breakdown", lambda: _breakdown_section(train_profile, dtypes, steps)),
                           ("trainer", lambda: _trainer_section(train_profile, steps, matmul_size, rounds)),
                           ("side_by_side", lambda: _side_by_side_section(train_profile, side_steps)),
@@ -293,7 +312,8 @@ def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int =
 MATMUL_LIMIT = 16384  # the largest matmul_size: two such float32 matrices take 2 GiB
 
 _RULES = [  # (argument, its rule): every one checked before any work starts
-    *((k, positive_int_problem) for k in ("batch_size", "seq_len", "steps", "repeats", "rounds", "side_steps", "eval_rounds")),
+    *((k, positive_int_problem) for k in ("batch_size", "seq_len", "steps", "repeats", "rounds", "side_steps",
+                                          "eval_rounds")),
     ("matmul_size", or_null(lambda n: positive_int_problem(n) or (None if n <= MATMUL_LIMIT else
      f"must be at most {MATMUL_LIMIT}: two {n} x {n} matrices take {8 * n * n / 2**30:.0f} GiB in float32, got {n}"),
                             "the device's default")),
@@ -309,15 +329,19 @@ _RULES = [  # (argument, its rule): every one checked before any work starts
 
 
 def _argument_problems(arguments: dict) -> list[tuple[str, str]]:
-    "`(key, problem)` for each of `run_benchmark`'s `arguments` it cannot run on: every one found before any work starts."
+    """`(key, problem)` for each of `run_benchmark`'s `arguments` it cannot run on: every one found before any work
+    starts."""
     return [(key, problem) for key, rule in _RULES if (problem := rule(arguments[key]))]
 
 # %% ../nbs/07c_bench.ipynb #c9e1a3b5
 def main(argv=None):
-    "Command line: `posenc-bench [key=value ...] [--threads N] [--out FILE]`, keys those of `run_benchmark`; prints a markdown report."
+    """Command line: `posenc-bench [key=value ...] [--threads N] [--out FILE]`, keys those of `run_benchmark`; prints
+    a markdown report."""
     keys = inspect.signature(run_benchmark).parameters
     parser = argparse.ArgumentParser(
-        prog="posenc-bench", description="Speed of each positional encoding (training step, long-context evaluation, MFU) and of the trainer.",
+        prog="posenc-bench",
+        description="Speed of each positional encoding (training step, long-context evaluation, MFU) "
+                    "and of the trainer.",
         epilog="key=value (values read as YAML), e.g. sections=[train] steps=5 lengths=[128,8192]. Keys and defaults: "
                + ", ".join(f"{k}={p.default!r}" for k, p in keys.items()) + f". {EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="run_benchmark arguments")
@@ -331,7 +355,8 @@ def main(argv=None):
         if args.threads is not None and (problem := positive_int_problem(args.threads)):
             problems.append(("--threads", problem))
         if out is not None and (reason := "it is a folder" if out.is_dir() else unwritable(out)):
-            problems.append(("--out", f"{out} cannot be written: {reason}; give a file you can write to, e.g. --out bench.md"))
+            problems.append(("--out", f"{out} cannot be written: {reason}; give a file you can write to, "
+                                      "e.g. --out bench.md"))
         if problems:
             raise ConfigError(problems)
         if args.threads:

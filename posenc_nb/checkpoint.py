@@ -33,7 +33,8 @@ __all__ = ['runs_dir', 'run_dir', 'read_meta', 'remove_unreferenced', 'save_chec
 
 # %% ../nbs/03c_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
-    "Where runs without an explicit folder live: `$POSENC_RUNS_DIR`, else the repository's `runs/` (read at every call)."
+    """Where runs without an explicit folder live: `$POSENC_RUNS_DIR`, else the repository's `runs/` (read at every
+    call)."""
     return project_dir("POSENC_RUNS_DIR", "runs", "runs")
 
 
@@ -42,13 +43,16 @@ def run_dir(cfg: TrainConfig) -> Path:
     return runs_dir() / f"{cfg.pos_encoding}-{cfg.objective}-{config_hash(cfg)}"
 
 # %% ../nbs/03c_checkpoint.ipynb #f7ea88de
-_RECOVER = "Nothing was changed. Restore the file, retrain with --force (train(..., force=True)), or choose another --out."
+_RECOVER = ("Nothing was changed. Restore the file, retrain with --force (train(..., force=True)), or choose another "
+            "--out.")
 _FILES = {"model": r"model-\d+\.safetensors", "optimizer": r"optimizer-\d+\.pt"}  # names inside the run folder only
 _CHECKPOINT_FILE = re.compile("|".join(_FILES.values()))
-_RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|scores\.jsonl|{_CHECKPOINT_FILE.pattern}")  # scores: experiments' cache
+# scores: experiments' cache
+_RUN_FILE = re.compile(rf"meta\.json|metrics\.jsonl|scores\.jsonl|{_CHECKPOINT_FILE.pattern}")
 _TEMPORARY = re.compile(rf"\.({_RUN_FILE.pattern})\.tmp\d+")  # what `atomic_write` leaves behind when killed mid-write
 _SHORT_WRITE = re.compile(r"inline_container\.cc.*unexpected pos")  # torch's words for a file it could not write whole
-_META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict, sha256=dict, inputs=dict)
+_META_TYPES = dict(config=dict, config_hash=str, step=int, tokens=int, finished=bool, files=dict, sha256=dict,
+                   inputs=dict)
 _INPUTS = ("tokenizer", "train", "validation")  # the files a run learns from (see `input_files`)
 _SHA256 = re.compile("[0-9a-f]{64}")
 _UNCHECKED = " (older versions of posenc_nb recorded no such checksums; such a run cannot be checked: retrain it)"
@@ -59,7 +63,8 @@ def _meta_problems(meta) -> list[str]:
     if not isinstance(meta, dict):
         return [f"it holds a {type(meta).__name__}, not a mapping"]
     problems = [f"{key}: missing" + (_UNCHECKED if key in ("sha256", "inputs") else "") if key not in meta else
-                f"{key}: {meta[key]!r} is not a {kind.__name__}" for key, kind in _META_TYPES.items() if type(meta.get(key)) is not kind]
+                f"{key}: {meta[key]!r} is not a {kind.__name__}" for key, kind in _META_TYPES.items()
+                    if type(meta.get(key)) is not kind]
     if isinstance(meta.get("files"), dict):
         problems += [f"files.{kind}: {meta['files'].get(kind)!r} is not the name of a {kind} file in the run folder"
                      for kind, name in _FILES.items() if not re.fullmatch(name, str(meta["files"].get(kind)))]
@@ -68,7 +73,8 @@ def _meta_problems(meta) -> list[str]:
                      if not _SHA256.fullmatch(str(meta["sha256"].get(kind)))]
     if isinstance(meta.get("inputs"), dict):  # an input is recorded if it existed
         problems += [f"inputs.{kind}: {value!r} is not the sha256 of a {' or '.join(_INPUTS)} file"
-                     for kind, value in meta["inputs"].items() if kind not in _INPUTS or not _SHA256.fullmatch(str(value))]
+                     for kind, value in meta["inputs"].items() if kind not in _INPUTS
+                         or not _SHA256.fullmatch(str(value))]
     return problems
 
 
@@ -83,7 +89,8 @@ def _check_version(meta: dict, out_dir: Path):
 
 # %% ../nbs/03c_checkpoint.ipynb #a91c3e52
 def _disagreements(meta: dict, out_dir: Path) -> list[str]:
-    "Where a well-formed record contradicts itself or its folder: config vs its hash and the folder name, step vs finished."
+    """Where a well-formed record contradicts itself or its folder: config vs its hash and the folder name, step vs
+    finished."""
     try:
         cfg = TrainConfig.from_dict(meta["config"])
     except ConfigError as e:
@@ -107,11 +114,13 @@ def read_meta(out_dir: Path) -> dict | None:
     if not path.exists():
         return None
     if path.is_dir():
-        raise CheckpointError(f"{path} is a folder, where the run's checkpoint record belongs: move it elsewhere, then rerun")
+        raise CheckpointError(f"{path} is a folder, where the run's checkpoint record belongs: move it elsewhere, then "
+                              "rerun")
     try:
         meta = json.loads(path.read_bytes())
     except ValueError as e:  # not JSON, or not UTF-8
-        raise CheckpointError(f"{path} is not a readable checkpoint record ({type(e).__name__}: {e}). {_RECOVER}") from None
+        raise CheckpointError(f"{path} is not a readable checkpoint record ({type(e).__name__}: {e}). "
+                              f"{_RECOVER}") from None
     if isinstance(meta, dict):
         _check_version(meta, Path(out_dir))  # first: older runs also lack the checksums recorded since
     if problems := _meta_problems(meta) or _disagreements(meta, Path(out_dir)):
@@ -121,7 +130,8 @@ def read_meta(out_dir: Path) -> dict | None:
 
 # %% ../nbs/03c_checkpoint.ipynb #d5131f4e
 def remove_unreferenced(out_dir: Path):
-    "Delete what no checkpoint uses: temporaries of interrupted writes, and weight and optimizer files meta.json does not name."
+    """Delete what no checkpoint uses: temporaries of interrupted writes, and weight and optimizer files meta.json
+    does not name."""
     meta = read_meta(out_dir)
     named = set(meta["files"].values()) if meta else set()
     for path in Path(out_dir).iterdir():
@@ -131,18 +141,20 @@ def remove_unreferenced(out_dir: Path):
 
 def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int,
                     tokens: int, finished: bool, inputs: dict[str, str] | None = None):
-    """Write the checkpoint of `step` into `out_dir` (meta.json last, with each file's sha256 and `inputs`, the checksums
-    of the files it learned from: by default `input_checksums(cfg)`), then delete older ones."""
+    """Write the checkpoint of `step` into `out_dir` (meta.json last, with each file's sha256 and `inputs`, the
+    checksums of the files it learned from: by default `input_checksums(cfg)`), then delete older ones."""
     files = dict(model=f"model-{step:07d}.safetensors", optimizer=f"optimizer-{step:07d}.pt")
     try:
         atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
         atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
-        write_json(out_dir / "meta.json", dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens,
-                                                finished=finished, files=files, torch_version=torch.__version__, model_version=MODEL_VERSION,
-                                                sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()},
-                                                inputs=inputs if inputs is not None else input_checksums(cfg)))
+        meta = dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens, finished=finished,
+                    files=files, torch_version=torch.__version__, model_version=MODEL_VERSION,
+                    sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()},
+                    inputs=inputs if inputs is not None else input_checksums(cfg))
+        write_json(out_dir / "meta.json", meta)
     except BaseException as e:
-        full = isinstance(e, Exception) and (disk_full(e, out_dir) or _SHORT_WRITE.search(str(e)))  # asked before space is freed
+        # asked before space is freed
+        full = isinstance(e, Exception) and (disk_full(e, out_dir) or _SHORT_WRITE.search(str(e)))
         remove_unreferenced(out_dir)  # whatever half of this checkpoint was written
         if full:
             last = read_meta(out_dir)
@@ -155,11 +167,13 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
 
 # %% ../nbs/03c_checkpoint.ipynb #150f5f29
 def check_run_folder(out_dir: Path):
-    "Raise `ConfigError` (key `out`) unless `out_dir` is new, empty or a run's: a run never scatters its files among others."
+    """Raise `ConfigError` (key `out`) unless `out_dir` is new, empty or a run's: a run never scatters its files
+    among others."""
     if blocker := file_in_the_way(out_dir):
         raise ConfigError([("out", f"{blocker} is a file; give a folder for the run, e.g. --out runs/NAME")])
     if out_dir.is_dir() and not (out_dir / "meta.json").exists():
-        others = sorted(p.name for p in out_dir.iterdir() if not (_RUN_FILE.fullmatch(p.name) or _TEMPORARY.fullmatch(p.name)))
+        others = sorted(p.name for p in out_dir.iterdir()
+                        if not (_RUN_FILE.fullmatch(p.name) or _TEMPORARY.fullmatch(p.name)))
         if others:
             listed = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
             raise ConfigError([("out", f"{out_dir} holds files that are not a run's ({listed}); give a new or empty "
@@ -186,7 +200,8 @@ def check_same_config(meta: dict, cfg: TrainConfig, out_dir: Path):
         return
     now = json.loads(json.dumps(asdict(cfg)))
     diffs = [f"{k}: {meta['config'].get(k)!r} in the checkpoint, {now.get(k)!r} now"
-             for k in sorted(set(now) | set(meta["config"])) if k not in RUNTIME_KEYS and meta["config"].get(k) != now.get(k)]
+             for k in sorted(set(now) | set(meta["config"])) if k not in RUNTIME_KEYS
+                 and meta["config"].get(k) != now.get(k)]
     raise CheckpointError(f"{out_dir} holds a run of another config ({'; '.join(diffs) or 'config hash differs'}). "
                           "Nothing was changed. Choose another --out, or pass --force (train(..., force=True)) to "
                           "discard that run and train this config there.")
@@ -199,9 +214,10 @@ def _shape_differences(model: nn.Module, path: Path) -> list[str]:
     return [f"{name}: {list(shapes[name])} in the file, {list(weight.shape)} in the model"
             for name, weight in model.state_dict().items() if name in shapes and shapes[name] != tuple(weight.shape)]
 
-
+# %% ../nbs/03c_checkpoint.ipynb #44735bf3
 def load_weights(model: nn.Module, out_dir: Path, meta: dict):
-    "Load the checkpoint's weights into `model`, once their checksum matches and they were made for this model definition."
+    """Load the checkpoint's weights into `model`, once their checksum matches and they were made for this model
+    definition."""
     _check_version(meta, out_dir)
     path = _verified(out_dir, meta, "model")
     try:
@@ -221,7 +237,8 @@ def load_optimizer(optimizer: torch.optim.Optimizer, out_dir: Path, meta: dict):
     try:
         optimizer.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
     except Exception as e:  # truncated or foreign files raise pickle, zip and shape errors alike
-        raise CheckpointError(f"cannot load optimizer state from {path} ({type(e).__name__}: {e}). {_RECOVER}") from None
+        raise CheckpointError(f"cannot load optimizer state from {path} ({type(e).__name__}: {e}). "
+                              f"{_RECOVER}") from None
 
 # %% ../nbs/03c_checkpoint.ipynb #a7c3e9d1
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -240,8 +257,9 @@ def pick_device(device: str | torch.device | None) -> torch.device:
     here = {"cpu": True, "mps": torch.backends.mps.is_available(),
             "cuda": torch.cuda.is_available() and (chosen.index or 0) < torch.cuda.device_count()}
     if not here.get(chosen.type, False):
-        raise ConfigError([("device", f"{str(device)!r} is not available on this machine ({torch.cuda.device_count()} CUDA "
-                                      f"device(s) seen by torch {torch.__version__}); use device=auto or device=cpu")])
+        raise ConfigError([("device",
+                            f"{str(device)!r} is not available on this machine ({torch.cuda.device_count()} CUDA "
+                            f"device(s) seen by torch {torch.__version__}); use device=auto or device=cpu")])
     return chosen
 
 
@@ -250,7 +268,8 @@ def _dtype(dtype: str | torch.dtype | None) -> torch.dtype:
     if isinstance(dtype, torch.dtype) or dtype is None:
         return dtype or torch.float32
     if dtype not in _DTYPES:
-        raise ValueError(f"unknown dtype {dtype!r}{suggest(dtype, _DTYPES)}; choose one of {', '.join(_DTYPES)} (or a torch.dtype)")
+        raise ValueError(f"unknown dtype {dtype!r}{suggest(dtype, _DTYPES)}; choose one of {', '.join(_DTYPES)} (or a "
+                         "torch.dtype)")
     return _DTYPES[dtype]
 
 # %% ../nbs/03c_checkpoint.ipynb #c5ddcfeb
@@ -285,7 +304,8 @@ class Run:
 
 # %% ../nbs/03c_checkpoint.ipynb #b3c7e1f5
 def _load_model(run: Run) -> TransformerLM:
-    "`run`'s model from its checkpoint (its weights checked against their sha256) on its device in its dtype, in eval mode."
+    """`run`'s model from its checkpoint (its weights checked against their sha256) on its device in its dtype, in
+    eval mode."""
     meta = read_meta(run.out_dir)
     if meta is None or meta["step"] != run.step:
         holds = "no checkpoint" if meta is None else f"step {meta['step']}"
@@ -295,14 +315,16 @@ def _load_model(run: Run) -> TransformerLM:
     load_weights(model, run.out_dir, meta)
     model = model.to(run.device)
     for weight in model.parameters():  # not Module.to(dtype): it would make RoPE's complex turns real, and round the
-        weight.data = weight.data.to(run.dtype)  # buffers (angles, tables), which the encodings cast where they are used
+        # buffers (angles, tables), which the encodings cast where they are used
+        weight.data = weight.data.to(run.dtype)
     return model.eval()
 
 # %% ../nbs/03c_checkpoint.ipynb #e7f9a1b3
-def load_run(out_dir: str | Path, device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Run:
+def load_run(out_dir: str | Path, device: str | torch.device | None = None,
+             dtype: str | torch.dtype | None = None) -> Run:
     """The run saved in `out_dir`: its config and its last checkpoint's weights (checked against their sha256, and its
-    inputs against theirs, now: a bad checkpoint fails here, not midway through an analysis), on `device` ("auto": cuda when available; None: the
-    CPU) in `dtype` (e.g. torch.bfloat16; None: float32 as trained)."""
+    inputs against theirs, now: a bad checkpoint fails here, not midway through an analysis), on `device` ("auto": cuda
+    when available; None: the CPU) in `dtype` (e.g. torch.bfloat16; None: float32 as trained)."""
     out_dir = Path(out_dir)
     meta = read_meta(out_dir)
     if meta is None:
@@ -330,13 +352,16 @@ def parent_folder(parent: str) -> Path:
 
 
 def load_parent(model: TransformerLM, parent: str):
-    "Give `model` the final weights of the finished run `parent` (see `parent_folder`): where a run that continues it starts."
+    """Give `model` the final weights of the finished run `parent` (see `parent_folder`): where a run that continues
+    it starts."""
     run = load_run(parent_folder(parent))
     if not run.finished:
-        raise CheckpointError(f"the parent run {run.out_dir} stopped at step {run.step} of {run.config.max_steps}; finish "
-                              "it first (train its config again: it resumes), then start this run")
+        raise CheckpointError(f"the parent run {run.out_dir} stopped at step {run.step} of {run.config.max_steps}; "
+                              "finish it first (train its config again: it resumes), then start this run")
     try:
         model.load_state_dict(run.model.state_dict())
     except RuntimeError as e:  # torch names the first weights that differ on its second line
-        raise ConfigError([("parent", f"{run.out_dir} holds weights that do not fit this run's model ({str(e).splitlines()[1].strip()}); "
-                                      "continue a run of the same shape, whose encoding has the same parameters")]) from None
+        raise ConfigError([("parent",
+                            f"{run.out_dir} holds weights that do not fit this run's model "
+                            f"({str(e).splitlines()[1].strip()}); "
+                            "continue a run of the same shape, whose encoding has the same parameters")]) from None

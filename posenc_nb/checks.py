@@ -40,8 +40,8 @@ def check_context_length(model, context_length: int) -> int:
     context_length = positive_int(context_length, "context_length")
     limit = context_limit(model)
     if limit is not None and context_length > limit:
-        raise ValueError(f"context_length {context_length} exceeds what {model.pos.label} positions cover (max_len={limit}): "
-                         f"they cannot extrapolate; use a context of at most {limit} tokens")
+        raise ValueError(f"context_length {context_length} exceeds what {model.pos.label} positions cover "
+                         f"(max_len={limit}): they cannot extrapolate; use a context of at most {limit} tokens")
     return context_length
 
 
@@ -57,7 +57,8 @@ def check_context_lengths(context_lengths: Iterable[int]) -> list[int]:
 
 # %% ../nbs/01c_checks.ipynb #e68981e4
 def check_causal(model, causal: bool, what: str, instead: str | None = None):
-    "Raise ValueError unless `model` is causal (`causal=True`) or bidirectional as `what` needs; `instead`: the analysis for the other kind."
+    """Raise ValueError unless `model` is causal (`causal=True`) or bidirectional as `what` needs; `instead`: the
+    analysis for the other kind."""
     if model.config.causal != causal:
         needed = "a causal model (causal=True)" if causal else "a bidirectional (masked-LM) model (causal=False)"
         kind = "causal" if model.config.causal else "bidirectional"

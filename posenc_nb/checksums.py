@@ -21,7 +21,8 @@ class CheckpointError(RuntimeError):
 
 # %% ../nbs/03_checksums.ipynb #b7d40f19
 def input_files(cfg: TrainConfig) -> dict[str, Path]:
-    "The files a run of `cfg` learns from: its tokenizer, and the train and validation tokens it made (when it exists); none for a task."
+    """The files a run of `cfg` learns from: its tokenizer, and the train and validation tokens it made (when it
+    exists); none for a task."""
     if cfg.task:  # its examples are made from the seed as it trains
         return {}
     tokenizer = Path(cfg.tokenizer) if cfg.tokenizer is not None else tokenizer_path(cfg.corpus, cfg.vocab_size)
@@ -44,20 +45,24 @@ def input_checksums(cfg: TrainConfig) -> dict[str, str]:
 
 # %% ../nbs/03_checksums.ipynb #5c1d7e20
 def check_inputs(meta: dict | None, cfg: TrainConfig, out_dir: Path | None) -> dict[str, str]:
-    """`input_checksums(cfg)`, once found to be those checkpoint `meta` in `out_dir` recorded: `CheckpointError` if a file
-    changed since or is gone. Caches no longer there are made again from the corpus first, so an edited corpus is caught."""
+    """`input_checksums(cfg)`, once found to be those checkpoint `meta` in `out_dir` recorded: `CheckpointError` if a
+    file changed since or is gone. Caches no longer there are made again from the corpus first, so an edited corpus
+    is caught."""
     for split in ("train", "validation") if meta and (cfg.tokenizer is None or Path(cfg.tokenizer).is_file()) else ():
         path = input_files(cfg).get(split)  # None: the corpus' own tokenizer is gone too, a cache made again with them
-        if meta["inputs"].get(split) and not (path and path.is_file()):  # e.g. named after a corpus fingerprint that changed
+        # e.g. named after a corpus fingerprint that changed
+        if meta["inputs"].get(split) and not (path and path.is_file()):
             load_tokens(cfg.corpus, split, cfg.vocab_size, cfg.tokenizer, progress=False)
     found, given = input_checksums(cfg), cfg.tokenizer is not None
     for kind, path in input_files(cfg).items() if meta else ():
         recorded = meta["inputs"].get(kind)  # None: the file did not exist when the checkpoint was written
         if recorded and found.get(kind, None if kind == "tokenizer" and given else recorded) != recorded:
             now = f"changed since: its sha256 is {found[kind]}" if kind in found else "is gone"
-            cache = "" if kind == "tokenizer" and given else " (a cache, made from the corpus: if the corpus changed, restore it)"
-            raise CheckpointError(f"{path}, the {kind} {'file' if kind == 'tokenizer' else 'tokens'} the run in {out_dir} "
-                                  f"was trained with, {now}; meta.json recorded sha256 {recorded}, so the weights belong "
-                                  f"to other tokens. Nothing was changed. Restore that file{cache}, or train this config "
-                                  "afresh: into another --out, or there with --force (train(..., force=True)).")
+            cache = "" if kind == "tokenizer" and given else (" (a cache, made from the corpus: if the corpus changed, "
+                                                              "restore it)")
+            raise CheckpointError(f"{path}, the {kind} {'file' if kind == 'tokenizer' else 'tokens'} the run in "
+                                  f"{out_dir} was trained with, {now}; meta.json recorded sha256 {recorded}, so the "
+                                  f"weights belong to other tokens. Nothing was changed. Restore that file{cache}, or "
+                                  "train this config afresh: into another --out, or there with --force (train(..., "
+                                  "force=True)).")
     return found

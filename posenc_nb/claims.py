@@ -26,7 +26,8 @@ STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not establ
 
 @dataclass(frozen=True)
 class Claim:
-    "A paper `claim` as tested here: its `status` (one of `STATUSES`), `ours` and `paper` (the numbers, in words), the `rule`."
+    """A paper `claim` as tested here: its `status` (one of `STATUSES`), `ours` and `paper` (the numbers, in words),
+    the `rule`."""
     claim: str
     status: str
     ours: str
@@ -74,16 +75,19 @@ class Check:
 
 
 def positive_arm_check(permutation_costs, probe_mad: float, middle_mad: float) -> Check:
-    """The positive arm: the learned model's loss rises by at least `ORDER_USE` nats a byte under every permutation of its
-    position table (`permutation_costs`), and its last-layer probe error is within `PROBE_SANITY` of the middle guess's."""
+    """The positive arm: the learned model's loss rises by at least `ORDER_USE` nats a byte under every permutation of
+    its position table (`permutation_costs`), and its last-layer probe error is within `PROBE_SANITY` of the middle
+    guess's."""
     costs = np.asarray(permutation_costs, dtype=float)
     if costs.size == 0:
         raise ValueError("positive_arm_check needs the cost of at least one permutation of the position table")
     uses_order, holds_position = bool(costs.min() >= ORDER_USE), bool(probe_mad <= PROBE_SANITY * middle_mad)
-    evidence = (f"permuting the learned model's position table costs {costs.min():+.3f} to {costs.max():+.3f} nats a byte "
-                f"over {costs.size} permutation(s), bar {ORDER_USE}; its last-layer probe's argmax error is {probe_mad:.1f} positions "
-                f"against {middle_mad:.1f} for the middle guess, bar {PROBE_SANITY * middle_mad:.1f}")
-    return Check("the positive arm (the learned-position model uses and holds its positions)", uses_order and holds_position, evidence)
+    evidence = (f"permuting the learned model's position table costs {costs.min():+.3f} to {costs.max():+.3f} nats a "
+                f"byte over {costs.size} permutation(s), bar {ORDER_USE}; its last-layer probe's argmax error is "
+                f"{probe_mad:.1f} positions against {middle_mad:.1f} for the middle guess, bar "
+                f"{PROBE_SANITY * middle_mad:.1f}")
+    return Check("the positive arm (the learned-position model uses and holds its positions)",
+                 uses_order and holds_position, evidence)
 
 
 def gate(claims: list[Claim], *checks: Check) -> list[Claim]:
@@ -93,21 +97,24 @@ def gate(claims: list[Claim], *checks: Check) -> list[Claim]:
 
 # %% ../nbs/05b_claims.ipynb #3c0a9e12
 def nopos_context_check(gains, short: int, long: int) -> Check:
-    """NoPos's own positive arm: `gains` (a value per seed) is its loss with `short` bytes of context minus its loss with
-    `long` (its training context) on the same targets; it passes when the mean gain is above zero beyond the seed spread."""
+    """NoPos's own positive arm: `gains` (a value per seed) is its loss with `short` bytes of context minus its loss
+    with `long` (its training context) on the same targets; it passes when the mean gain is above zero beyond the
+    seed spread."""
     gains = np.asarray(gains, dtype=float)
     if gains.size == 0:
         raise ValueError("nopos_context_check needs NoPos's context gain of at least one seed")
     spread = paired_halfwidth(gains)  # each seed's model scored twice, on the same targets
-    evidence = (f"what {long} bytes of context gain NoPos over {short} on the same targets (its loss with {short} minus with "
-                f"{long}), over {gains.size} seed(s): {gains.mean():+.3f} nats a byte ({', '.join(f'{g:+.3f}' for g in gains)}), "
-                f"{spread_verdict(gains.mean(), spread)}; it must be above zero beyond it")
+    evidence = (f"what {long} bytes of context gain NoPos over {short} on the same targets (its loss with {short} "
+                f"minus with {long}), over {gains.size} seed(s): {gains.mean():+.3f} nats a byte "
+                f"({', '.join(f'{g:+.3f}' for g in gains)}), {spread_verdict(gains.mean(), spread)}; it must be above "
+                "zero beyond it")
     return Check(f"NoPos's positive arm (it predicts better from {long} bytes than from {short})",
                  bool(gains.mean() > 0 and gains.mean() > spread), evidence)
 
 # %% ../nbs/05b_claims.ipynb #e42i0002
 def positions_check(rope_loss, nopos_loss, length: int) -> Check:
-    "RoPE's and NoPos's loss at the training `length` (nats a byte, a value per seed): RoPE's below beyond the seed spread passes."
+    """RoPE's and NoPos's loss at the training `length` (nats a byte, a value per seed): RoPE's below beyond the seed
+    spread passes."""
     gap = seed_gap(nopos_loss, rope_loss)
     evidence = (f"NoPos's loss at {length} minus RoPE's: {gap['gap']:+.3f} nats a byte over {len(rope_loss)} and "
                 f"{len(nopos_loss)} seed(s), {gap['verdict']}; it must be above zero beyond it")
@@ -116,7 +123,8 @@ def positions_check(rope_loss, nopos_loss, length: int) -> Check:
 
 
 def degrades_check(ratios, longest: int, length: int) -> Check:
-    "RoPE's perplexity at `longest` over that at its training `length`, a value per seed: above 1 beyond the seed spread passes."
+    """RoPE's perplexity at `longest` over that at its training `length`, a value per seed: above 1 beyond the seed
+    spread passes."""
     excess = np.asarray(ratios, dtype=float) - 1
     if excess.size == 0:
         raise ValueError("degrades_check needs RoPE's ratio of at least one seed")
@@ -131,26 +139,31 @@ INVARIANT = 1e-3  # nats a byte: the most rounding (bf16 autocast: about 1e-5) m
 
 
 def order_use_check(arm: str, test: str, intact, changed) -> Check:
-    """Masked LM `arm`'s order-use test: each seed's model scored as trained (`intact` perplexities) and under its `test`
-    (`changed`), in seed order; it passes when the mean cost, the log of their ratio, reaches `ORDER_USE` beyond the spread."""
+    """Masked LM `arm`'s order-use test: each seed's model scored as trained (`intact` perplexities) and under its
+    `test` (`changed`), in seed order; it passes when the mean cost, the log of their ratio, reaches `ORDER_USE`
+    beyond the spread."""
     intact, changed = np.asarray(intact, dtype=float), np.asarray(changed, dtype=float)
-    costs, gap = np.log(changed / intact), seed_gap(np.log(changed), np.log(intact), paired=True)  # each model against itself
+    # each model against itself
+    costs, gap = np.log(changed / intact), seed_gap(np.log(changed), np.log(intact), paired=True)
     spread = f" ± {costs.std(ddof=1):.4f}" if costs.size > 1 else ""
-    evidence = f"{test}: {gap['gap']:+.4f}{spread} nats a byte over {costs.size} seed(s) ({gap['verdict']}), bar {ORDER_USE}"
+    evidence = (f"{test}: {gap['gap']:+.4f}{spread} nats a byte over {costs.size} seed(s) ({gap['verdict']}), bar "
+                f"{ORDER_USE}")
     return Check(f"{arm} masked LM, order use", bool(gap["real"] and gap["gap"] >= ORDER_USE), evidence)
 
 
 def invariance_check(costs) -> Check:
-    "The order-use test's negative control: NoPos's masked LM, each seed's cost (nats a byte) within `INVARIANT` of zero."
+    """The order-use test's negative control: NoPos's masked LM, each seed's cost (nats a byte) within `INVARIANT` of
+    zero."""
     costs = np.abs(np.asarray(costs, dtype=float))
     evidence = (f"shuffling its unmasked input costs it up to {costs.max():.4f} nats a byte over {costs.size} seed(s), "
                 f"bar {INVARIANT} (rounding); above it, something gives it positions")
-    return Check("the negative control (NoPos's masked LM is blind to the order of its input)", bool(costs.max() <= INVARIANT),
-                 evidence)
+    return Check("the negative control (NoPos's masked LM is blind to the order of its input)",
+                 bool(costs.max() <= INVARIANT), evidence)
 
 
 def earns_more_seeds(first_cost: float) -> bool:
-    "Whether a masked arm's order-use test on its first seed (its cost, nats a byte) earns it the other seeds: `ORDER_USE`."
+    """Whether a masked arm's order-use test on its first seed (its cost, nats a byte) earns it the other seeds:
+    `ORDER_USE`."""
     return bool(first_cost >= ORDER_USE)
 
 # %% ../nbs/05b_claims.ipynb #39eb387c
@@ -159,7 +172,8 @@ COLUMNS = ["notebook", *(f.name for f in fields(Claim))]
 
 
 def save_claims(claims: list[Claim], out_dir, notebook: str) -> Path:
-    "Print `claims` and write them as `claims/<notebook>.csv` under `out_dir`; a rerun of the notebook replaces its file."
+    """Print `claims` and write them as `claims/<notebook>.csv` under `out_dir`; a rerun of the notebook replaces its
+    file."""
     for claim in claims:
         print(claim)
     path = Path(out_dir) / CLAIMS_DIR / f"{notebook}.csv"
@@ -169,7 +183,8 @@ def save_claims(claims: list[Claim], out_dir, notebook: str) -> Path:
 
 # %% ../nbs/05b_claims.ipynb #adc493df
 def _claims_problem(table: pd.DataFrame) -> str | None:
-    "What is wrong with `table` as claims: columns of `COLUMNS` missing, or statuses not among `STATUSES`; None when nothing is."
+    """What is wrong with `table` as claims: columns of `COLUMNS` missing, or statuses not among `STATUSES`; None
+    when nothing is."""
     if missing := [c for c in COLUMNS if c not in table.columns]:
         return f"lacks the columns {missing}"
     if bad := sorted(set(table.status) - set(STATUSES)):
@@ -184,8 +199,8 @@ def _notebook_claims(path: Path) -> pd.DataFrame:
     except ValueError as e:  # not UTF-8, empty, not CSV
         problem = f"is not a CSV file of claims ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
     if problem:
-        raise RuntimeError(f"{path} {problem}. It holds notebook {path.stem}'s claims: delete it, then rerun that notebook "
-                           f"(`posenc-reproduce --only {path.stem}`), which writes it anew")
+        raise RuntimeError(f"{path} {problem}. It holds notebook {path.stem}'s claims: delete it, then rerun that "
+                           f"notebook (`posenc-reproduce --only {path.stem}`), which writes it anew")
     return table
 
 
@@ -195,21 +210,22 @@ def gather_claims(out_dir, notebooks=None) -> tuple[pd.DataFrame | None, list[Pa
     since renamed, say), left out. A `claims` that is a file, or a notebook's file that is a folder, is named."""
     folder = Path(out_dir) / CLAIMS_DIR
     if folder.exists() and not folder.is_dir():
-        raise RuntimeError(f"{folder} is a file where the folder of the notebooks' claims belongs: move it away, then rerun")
+        raise RuntimeError(f"{folder} is a file where the folder of the notebooks' claims belongs: move it away, then "
+                           "rerun")
     if not folder.exists():
         return None, []
     parts = sorted(folder.glob("*.csv")) if notebooks is None else [folder / f"{name}.csv" for name in notebooks]
     if blocked := [p for p in parts if p.is_dir()]:
-        raise RuntimeError(f"{blocked[0]} is a folder where notebook {blocked[0].stem}'s claims file belongs: move it away, "
-                           "then rerun")
+        raise RuntimeError(f"{blocked[0]} is a folder where notebook {blocked[0].stem}'s claims file belongs: move it "
+                           "away, then rerun")
     others = sorted(set(folder.iterdir()) - set(parts))
     tables = [_notebook_claims(p) for p in parts if p.exists()]
     return (pd.concat(tables, ignore_index=True)[COLUMNS] if tables else None), others
 
 # %% ../nbs/05b_claims.ipynb #2b7b401c
 def write_claims_table(out_dir, notebooks=None) -> Path | None:
-    """Write the claims `gather_claims` finds under `out_dir` as `claims.csv`, the claims of other files left out; None when
-    there are none (a `claims.csv` of claims since left out is emptied)."""
+    """Write the claims `gather_claims` finds under `out_dir` as `claims.csv`, the claims of other files left out; None
+    when there are none (a `claims.csv` of claims since left out is emptied)."""
     table, _ = gather_claims(out_dir, notebooks)
     path = Path(out_dir) / CLAIMS_FILE
     if table is None and not path.exists():
@@ -273,12 +289,14 @@ class Findings(list):
         "Write these findings as `findings/<notebook>.csv` under `out_dir`; a rerun of the notebook replaces its file."
         path = Path(out_dir) / FINDINGS_DIR / f"{notebook}.csv"
         path.parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame([dict(notebook=notebook, **asdict(f)) for f in self], columns=FINDING_COLUMNS).to_csv(path, index=False)
+        pd.DataFrame([dict(notebook=notebook, **asdict(f)) for f in self],
+                     columns=FINDING_COLUMNS).to_csv(path, index=False)
         return path
 
 # %% ../nbs/05b_claims.ipynb #f4a00008
 def read_findings(figures, notebook: str) -> list[Finding] | None:
-    "The findings notebook `notebook` saved under `figures` (None before it has), or an error naming the file and the fix."
+    """The findings notebook `notebook` saved under `figures` (None before it has), or an error naming the file and
+    the fix."""
     path = Path(figures) / FINDINGS_DIR / f"{notebook}.csv"
     if not path.exists():
         return None

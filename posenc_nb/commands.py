@@ -24,7 +24,8 @@ COMMANDS = {"posenc-train": "train", "posenc-reproduce": "reproduce", "posenc-da
 
 def _stop_loading(prog: str):
     """The handler of Ctrl-C and SIGTERM while `prog` loads: one line, then exit 130 at once. Raising KeyboardInterrupt
-    instead would abort the process when the signal lands inside a C++ extension's import (torch's pybind11 callbacks)."""
+    instead would abort the process when the signal lands inside a C++ extension's import (torch's pybind11
+    callbacks)."""
     def stop(signum, frame):
         os.write(2, f"{prog}: interrupted while starting; nothing was written. Rerun the same command.\n".encode())
         os._exit(130)
@@ -86,13 +87,16 @@ def _interrupt(signum, frame):
 
 
 def run_command(prog: str, body) -> int:
-    "Run `body()` as the command `prog`: returns its status from `EXIT_CODES`, with any error as one paragraph on stderr."
-    previous = signal.signal(signal.SIGTERM, _interrupt) if threading.current_thread() is threading.main_thread() else None
+    """Run `body()` as the command `prog`: returns its status from `EXIT_CODES`, with any error as one paragraph on
+    stderr."""
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if on_main_thread else None
     try:
         body()
         return 0
     except KeyboardInterrupt as interrupt:
-        code, message = 130, str(interrupt) or "interrupted; caches and runs are only used once complete, so rerun to go on."
+        code, message = 130, str(interrupt) or ("interrupted; caches and runs are only used once complete, so rerun to "
+                                                "go on.")
     except Exception as error:
         if debugging():
             raise

@@ -103,14 +103,15 @@ def _typed(value, hint):
 # %% ../nbs/02d_config.ipynb #6a0c1e52
 class Checked:
     """A dataclass checked as a whole: `rules` are (the keys a rule reads, a function of their values that returns the
-    problem or None); `aliases` map names other programs use for a key to ours; `unknown` is the problem of a key that is
-    not a field."""
+    problem or None); `aliases` map names other programs use for a key to ours; `unknown` is the problem of a key that
+    is not a field."""
     rules: ClassVar[list] = []
     aliases: ClassVar[dict[str, str]] = {}
     unknown: ClassVar[str] = "unknown key"
 
     def __post_init__(self):
-        "Give each field its type, then raise `ConfigError` listing every problem; a key at fault is read by no later rule."
+        """Give each field its type, then raise `ConfigError` listing every problem; a key at fault is read by no
+        later rule."""
         problems, hints = [], typing.get_type_hints(type(self))
         for f in fields(self):
             try:
@@ -131,7 +132,8 @@ class Checked:
         known = [f.name for f in fields(cls)]
         unknown = [k for k in keys if k not in known]
         suggestions = {k: near for k in unknown if (near := cls.aliases.get(k) or closest(k, known))}
-        problems = [(k, cls.unknown + (f" (did you mean {suggestions[k]!r}?)" if k in suggestions else "")) for k in unknown]
+        problems = [(k, cls.unknown + (f" (did you mean {suggestions[k]!r}?)" if k in suggestions else ""))
+                    for k in unknown]
         try:
             checked = cls(**{k: v for k, v in keys.items() if k in known})
         except ConfigError as e:
@@ -158,7 +160,8 @@ def _split_problem(batch_size: int, grad_accum: int, world_size: int = 1) -> str
 
 def _vocab_problem(vocab_size: int, task: str | None) -> str | None:
     "What is wrong with `vocab_size` for the corpus' bytes and special tokens, or for `task`'s own vocabulary."
-    least, holds = (MIN_VOCAB_SIZE, "256 bytes and the special tokens") if task is None else (TASK_VOCAB_SIZE, f"task {task!r}'s tokens")
+    least, holds = ((MIN_VOCAB_SIZE, "256 bytes and the special tokens") if task is None
+                    else (TASK_VOCAB_SIZE, f"task {task!r}'s tokens"))
     return None if vocab_size >= least else f"must be at least {least} ({holds}), got {vocab_size}"
 
 # %% ../nbs/02d_config.ipynb #f122690d
@@ -182,7 +185,8 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
      f"{k} would not be used: task {t!r} has a vocabulary of its own (posenc_nb.tasks.VOCAB); leave tokenizer unset "
      "with a task"),
     (("start_token", "objective", "task"), lambda s, o, t: None if not s or (o, t) == ("clm", None) else
-     "puts the end-of-text token before a causal LM's windows of a corpus; set start_token=false for a masked LM or a task"),
+     "puts the end-of-text token before a causal LM's windows of a corpus; set start_token=false for a masked LM or a "
+     "task"),
     (("batch_size", "grad_accum"), _split_problem),
     (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
      f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),
@@ -206,7 +210,7 @@ class _TrainKeys(Checked):
 
     corpus: str = "shakespeare"  # a `posenc_nb.corpora.load_corpus` name or a local path
     vocab_size: int = 2048
-    tokenizer: str | None = None  # a tokenizers JSON file (e.g. GPT-2's); None: the corpus' own BPE of vocab_size entries
+    tokenizer: str | None = None  # a tokenizers JSON file (e.g. GPT-2's); None: the corpus' BPE of vocab_size
     task: str | None = None  # a synthetic task of `posenc_nb.tasks` (e.g. "copy"), whose examples replace the corpus
     model: str = "cpu-tiny"  # a shape from `posenc_nb.model.PRESETS`; the next four keys override it
     n_layer: int | None = None
@@ -217,10 +221,14 @@ class _TrainKeys(Checked):
     pos_options: dict | None = None  # the encoding's own settings (e.g. {"base": 10000.0}); None: its defaults
     objective: str = "clm"  # "clm" (causal LM) or "mlm" (masked LM, bidirectional attention)
     mask_prob: float = 0.15  # mlm: share of positions predicted
-    start_token: bool = False  # every window, in training and scoring, begins with the end-of-text token (`ModelConfig`)
-    nopos_layers: list[int] | str | None = None  # layers that attend without positions: "every-4", "last", [1, 3]; None: none
-    nopos_options: dict | None = None  # NoPos's options on those layers (Llama 4's temperature: attn_scale, floor_scale)
-    parent: str | None = None  # a finished run (its folder's name under the runs folder, or a path) whose weights start this one
+    # every window, in training and scoring, begins with the end-of-text token (`ModelConfig`)
+    start_token: bool = False
+    # layers that attend without positions: "every-4", "last", [1, 3]; None: none
+    nopos_layers: list[int] | str | None = None
+    # NoPos's options on those layers (Llama 4's temperature: attn_scale, floor_scale)
+    nopos_options: dict | None = None
+    # a finished run (its folder's name under the runs folder, or a path) whose weights start this one
+    parent: str | None = None
     seq_len: int = 128
     batch_size: int = 32  # sequences per optimizer step, summed over processes and accumulation steps
     grad_accum: int = 1  # each process splits its share of the batch into this many micro-batches
@@ -260,7 +268,8 @@ TRAIN_PRESETS: dict[str, dict] = {
 
 # %% ../nbs/02d_config.ipynb #1d9b8a61
 class TrainConfig(_TrainKeys):
-    "What a training run learns from and how, checked as a whole; `RUNTIME_KEYS` are the few that do not change the result."
+    """What a training run learns from and how, checked as a whole; `RUNTIME_KEYS` are the few that do not change the
+    result."""
     rules, aliases = _RULES, _ALIASES
 
     def __post_init__(self):
@@ -297,7 +306,8 @@ class TrainConfig(_TrainKeys):
     def from_preset(cls, name: str, **overrides) -> TrainConfig:
         "The preset `name` from `TRAIN_PRESETS`, with `overrides` on top."
         if problem := choice_problem(name, TRAIN_PRESETS):
-            raise ConfigError([("preset", problem)], {"preset": near} if (near := closest(name, TRAIN_PRESETS)) else None)
+            raise ConfigError([("preset", problem)],
+                              {"preset": near} if (near := closest(name, TRAIN_PRESETS)) else None)
         return cls.from_dict({**TRAIN_PRESETS[name], **overrides})
 
 # %% ../nbs/02d_config.ipynb #acbd40d9
@@ -337,7 +347,8 @@ def load_config(path: str | Path | None = None, **overrides) -> TrainConfig:
     return TrainConfig.from_preset(preset, **keys) if preset else TrainConfig.from_dict(keys)
 
 
-LATER_KEYS = ("pos_options", "tokenizer", "task", "start_token", "nopos_layers", "nopos_options", "parent")  # hashed only when set: older runs keep their names
+# hashed only when set: older runs keep their names
+LATER_KEYS = ("pos_options", "tokenizer", "task", "start_token", "nopos_layers", "nopos_options", "parent")
 
 
 def config_hash(cfg: TrainConfig) -> str:

@@ -18,16 +18,17 @@ from pathlib import Path
 import datasets
 from datasets import Dataset, DatasetDict, Features, Value, load_from_disk
 
-from .published_corpora import (HUB_CORPORA, SOURCES, SPLITS, brown_documents, columns_by_split, data_dir, fetch_source,
-                                         holdout_split, shakespeare_documents, wikitext_articles, wikitext_documents)
+from .published_corpora import (HUB_CORPORA, SOURCES, SPLITS, brown_documents, columns_by_split, data_dir,
+                                         fetch_source, holdout_split, shakespeare_documents, wikitext_articles,
+                                         wikitext_documents)
 from .files import file_lock, write_json
 
 # %% auto #0
 __all__ = ['local_documents', 'corpus_key', 'jsonl_documents', 'corpus_summary', 'load_corpus']
 
 # %% ../nbs/02a_corpora.ipynb #bc4b7666
-_SPLIT_WORDS = {"train": "train", "val": "validation", "valid": "validation", "validation": "validation", "dev": "validation",
-                "test": "test"}
+_SPLIT_WORDS = {"train": "train", "val": "validation", "valid": "validation", "validation": "validation",
+                "dev": "validation", "test": "test"}
 _JSON_LINES = re.compile(r"\.jsonl(\.gz|\.zst)?$")
 
 
@@ -39,8 +40,8 @@ def _local_files(path: Path) -> list[Path]:
     "The .txt, .parquet and JSON Lines files at `path` (a file, or a folder searched recursively)."
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if _is_corpus_file(p) and p.is_file())
     if not files or not all(map(_is_corpus_file, files)):
-        raise ValueError(f"{path} is not a .txt, .parquet or .jsonl(.gz/.zst) file, nor a folder holding some: a local corpus "
-                         "is made of those.")
+        raise ValueError(f"{path} is not a .txt, .parquet or .jsonl(.gz/.zst) file, nor a folder holding some: a local "
+                         "corpus is made of those.")
     return files
 
 
@@ -61,7 +62,8 @@ def _read_local(file: Path) -> list[tuple[str, str]]:
 
     table = pq.read_table(file)
     if "text" not in table.column_names:
-        raise ValueError(f"{file} has columns {table.column_names}; a parquet corpus needs a `text` column, one document per row.")
+        raise ValueError(f"{file} has columns {table.column_names}; a parquet corpus needs a `text` column, one "
+                         "document per row.")
     rows = table.column("text").to_pylist()
     if "wikitext" in str(file).lower():
         return wikitext_articles(rows)
@@ -88,7 +90,8 @@ def corpus_key(corpus: str | Path) -> str:
     if not path.exists():
         raise ValueError(f"Unknown corpus {str(corpus)!r}: use one of {', '.join([*SOURCES, *HUB_CORPORA])}, "
                          f"or the path of .txt/.parquet/.jsonl files (no such path exists).")
-    stats = [(str(f.relative_to(path) if path.is_dir() else f.name), f.stat().st_size, f.stat().st_mtime_ns) for f in _local_files(path)]
+    stats = [(str(f.relative_to(path) if path.is_dir() else f.name), f.stat().st_size, f.stat().st_mtime_ns)
+             for f in _local_files(path)]
     fingerprint = hashlib.sha256(json.dumps([str(path.resolve()), stats]).encode()).hexdigest()[:12]
     return f"local-{re.sub(r'[^A-Za-z0-9_.-]+', '_', path.resolve().name)}-{fingerprint}"
 
@@ -143,20 +146,22 @@ def _utf8(line: bytes, file: Path, number: int) -> str:
     try:
         return line.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ValueError(f"{file}, line {number}: not UTF-8 ({error.reason} at byte {error.start}); a JSON Lines corpus is "
-                         "UTF-8 text: convert the file, e.g. with `iconv -t utf-8`") from None
+        raise ValueError(f"{file}, line {number}: not UTF-8 ({error.reason} at byte {error.start}); a JSON Lines "
+                         "corpus is UTF-8 text: convert the file, e.g. with `iconv -t utf-8`") from None
 
 
 def _numbered_lines(file: Path) -> Iterator[tuple[int, str]]:
-    "`(number, line)` for each line of a JSON Lines file; one that cannot be read says which file, where and what to do."
+    """`(number, line)` for each line of a JSON Lines file; one that cannot be read says which file, where and what
+    to do."""
     number, kind = 0, {".gz": "gzip", ".zst": "zstandard"}.get(file.suffix)
     try:
         for number, line in enumerate(_byte_lines(file), 1):
             yield number, _utf8(line, file, number)
     except _codec_errors(file) as error:
         what = f"a damaged or cut-short {kind} file" if kind else "unreadable"
+        rename = f", or name it for what it holds (.jsonl when not {kind})" if kind else ""
         raise ValueError(f"{file} is {what} ({type(error).__name__}: {error}; read up to line {number}): download or "
-                         f"write it again{f', or name it for what it holds (.jsonl when not {kind})' if kind else ''}") from None
+                         f"write it again{rename}") from None
 
 # %% ../nbs/02a_corpora.ipynb #a7c9e1f3
 def _document_text(line: str, file: Path, number: int) -> str:
@@ -168,8 +173,8 @@ def _document_text(line: str, file: Path, number: int) -> str:
         raise ValueError(f"{where}: not a JSON object with a `text` field ({error!r}); write each line of a JSON Lines "
                          'corpus as one document, {"text": "..."}, as The Pile does') from None
     if not isinstance(text, str):
-        raise ValueError(f"{where}: `text` is {json.dumps(text)[:40]}, not a string; write each document's text as a JSON "
-                         'string ("" for a line to skip)')
+        raise ValueError(f"{where}: `text` is {json.dumps(text)[:40]}, not a string; write each document's text as a "
+                         'JSON string ("" for a line to skip)')
     return text
 
 
@@ -182,20 +187,22 @@ def _json_lines_documents(files: list[Path], root: Path) -> Iterator[tuple[str, 
 
 
 def jsonl_documents(path: Path) -> dict[str, Iterator[tuple[str, str]]]:
-    """Documents of a JSON Lines corpus (`text` field per line, e.g. The Pile's shards), each split streamed from the files
-    whose names give it: `{split: (id, text) iterator}`, never more than a line in memory."""
+    """Documents of a JSON Lines corpus (`text` field per line, e.g. The Pile's shards), each split streamed from the
+    files whose names give it: `{split: (id, text) iterator}`, never more than a line in memory."""
     path, by_split = Path(path), {split: [] for split in SPLITS}
     for file in _local_files(path):
         if not _JSON_LINES.search(file.name):
-            raise ValueError(f"{path} mixes JSON Lines with other files ({file}): keep a JSON Lines corpus in a folder of its own")
+            raise ValueError(f"{path} mixes JSON Lines with other files ({file}): keep a JSON Lines corpus in a folder "
+                             "of its own")
         split = _named_split(file.relative_to(path) if path.is_dir() else Path(file.name))
         if split is None:
-            raise ValueError(f"{file} names no split: name JSON Lines files (or their folders) train, val or test, as The "
-                             "Pile does (train/00.jsonl.zst, val.jsonl.zst, test.jsonl.zst)")
+            raise ValueError(f"{file} names no split: name JSON Lines files (or their folders) train, val or test, as "
+                             "The Pile does (train/00.jsonl.zst, val.jsonl.zst, test.jsonl.zst)")
         by_split[split].append(file)
     if missing := [split for split, files in by_split.items() if not files]:
-        raise ValueError(f"{path} has no JSON Lines file for split(s) {', '.join(missing)}: each of {', '.join(SPLITS)} needs one: add "
-                         "its file (e.g. test.jsonl, or a test/ folder of them; val.jsonl for validation)")
+        raise ValueError(f"{path} has no JSON Lines file for split(s) {', '.join(missing)}: each of "
+                         f"{', '.join(SPLITS)} needs one: add its file (e.g. test.jsonl, or a test/ folder of them; "
+                         "val.jsonl for validation)")
     return {split: _json_lines_documents(files, path) for split, files in by_split.items()}
 
 # %% ../nbs/02a_corpora.ipynb #91aa87c7
@@ -203,7 +210,8 @@ _COMPLETE = "complete.json"
 
 
 def _corpus_documents(corpus: str | Path) -> dict:
-    "A corpus' documents from its source: `{split: columns}` (`{\"id\": [...], \"text\": [...]}`) or `{split: (id, text) iterator}`."
+    """A corpus' documents from its source: `{split: columns}` (`{\"id\": [...], \"text\": [...]}`) or `{split: (id,
+    text) iterator}`."""
     if corpus == "shakespeare":
         return shakespeare_documents(fetch_source("shakespeare"))
     if corpus == "brown":
@@ -211,15 +219,16 @@ def _corpus_documents(corpus: str | Path) -> dict:
     if corpus in HUB_CORPORA:
         return wikitext_documents(corpus)
     path = Path(corpus).expanduser()
-    return jsonl_documents(path) if any(_JSON_LINES.search(f.name) for f in _local_files(path)) else local_documents(path)
+    json_lines = any(_JSON_LINES.search(f.name) for f in _local_files(path))
+    return jsonl_documents(path) if json_lines else local_documents(path)
 
 # %% ../nbs/02a_corpora.ipynb #c3e5a7b9
 _FEATURES = Features({"id": Value("string"), "text": Value("string")})
 
 
 def _split_dataset(documents, split: str, name: str, scratch: Path) -> tuple[Dataset, dict]:
-    """The documents of split `split` of corpus `name` (columns or an `(id, text)` iterator) as an Arrow-backed `Dataset`,
-    written to disk as they stream by, and their counts."""
+    """The documents of split `split` of corpus `name` (columns or an `(id, text)` iterator) as an Arrow-backed
+    `Dataset`, written to disk as they stream by, and their counts."""
     counts = {"documents": 0, "characters": 0}
 
     def rows():
@@ -229,10 +238,12 @@ def _split_dataset(documents, split: str, name: str, scratch: Path) -> tuple[Dat
             yield {"id": doc_id, "text": text}
         if not counts["documents"]:
             raise ValueError(f"The {split} split of {name} has no document (every line or row of its files is blank): "
-                             f"give it at least one, e.g. a line {{\"text\": \"...\"}} in a JSON Lines file named {split}")
+                             "give it at least one, e.g. a line {\"text\": \"...\"} in a JSON Lines file named "
+                             f"{split}")
 
     try:  # a fixed fingerprint: `datasets` would otherwise try to hash the generator and its closure
-        dataset = Dataset.from_generator(rows, features=_FEATURES, cache_dir=str(scratch), fingerprint=f"{name}-{split}")
+        dataset = Dataset.from_generator(rows, features=_FEATURES, cache_dir=str(scratch),
+                                         fingerprint=f"{name}-{split}")
     except datasets.exceptions.DatasetGenerationError as error:
         raise (error.__cause__ or error) from None  # what was wrong with the documents, not that `datasets` stopped
     return dataset, counts
@@ -282,9 +293,11 @@ def load_corpus(corpus: str | Path = "shakespeare") -> DatasetDict:
     try:
         summary = json.loads((root / _COMPLETE).read_text())["splits"]
         dataset = load_from_disk(str(root))
-        problem = None if all(dataset[s].num_rows == summary[s]["documents"] for s in SPLITS) else f"row counts differ from {_COMPLETE}"
+        complete = all(dataset[s].num_rows == summary[s]["documents"] for s in SPLITS)
+        problem = None if complete else f"row counts differ from {_COMPLETE}"
     except Exception as error:  # whatever failed, the cache is damaged and the remedy is the same
         problem = repr(error)
     if problem:
-        raise RuntimeError(f"The corpus cache {root} is damaged ({problem}). Delete that folder and rerun `posenc-data fetch --corpus {corpus}`.")
+        raise RuntimeError(f"The corpus cache {root} is damaged ({problem}). Delete that folder and rerun `posenc-data "
+                           f"fetch --corpus {corpus}`.")
     return dataset

@@ -17,8 +17,8 @@ from fastcore.meta import delegates
 from .checks import check_attention_layer, check_layers
 from .evaluate import perplexity_by_length
 from .order import masked_perplexity
-from .probe import (ProbeTraining, ProbeWindows, fit_probes, hidden_states, middle_mad, plot_baselines, probe_scores,
-                             random_mad, train_probe)
+from .position_classifier import ProbeTraining, middle_mad, random_mad
+from .probe import ProbeWindows, fit_probes, hidden_states, plot_baselines, probe_scores, train_probe
 from .tasks import task_examples
 from .model import frozen, model_device
 from .plots import add_caption, new_figure, style_axes
@@ -49,8 +49,9 @@ def attention_entropy(model, sequences: torch.Tensor, layer: int = 1, batch_size
     heads, length = total.shape
     uniform = visible_keys(model, length).double().log()
     entropy = total / len(sequences)
-    return pd.DataFrame(dict(layer=layer, head=np.repeat(np.arange(heads), length), position=np.tile(np.arange(length), heads),
-                             entropy=entropy.flatten().numpy(), uniform_entropy=uniform.repeat(heads).numpy(),
+    return pd.DataFrame(dict(layer=layer, head=np.repeat(np.arange(heads), length),
+                             position=np.tile(np.arange(length), heads), entropy=entropy.flatten().numpy(),
+                             uniform_entropy=uniform.repeat(heads).numpy(),
                              uniformity=(entropy / uniform.where(uniform > 0, torch.nan)).flatten().numpy()))
 
 # %% ../nbs/04f_counting.ipynb #9c2acd35
@@ -87,7 +88,8 @@ def edited_attention(model, layer: int, edit):
 
 
 def attention_output(model, ids: torch.Tensor, layer: int = 1) -> torch.Tensor:
-    "What block `layer`'s attention adds to the residual stream for a batch `ids` `(B, T)`: float `(B, T, d_model)`, CPU."
+    """What block `layer`'s attention adds to the residual stream for a batch `ids` `(B, T)`: float `(B, T,
+    d_model)`, CPU."""
     captured = []
     with edited_attention(model, layer, lambda module, inputs, output: captured.append(output[0])), frozen(model):
         model(ids.to(model_device(model)))
@@ -104,13 +106,15 @@ def output_deviation(model, sequences: torch.Tensor, layer: int = 1, center: tor
                      batch_size: int = 32) -> torch.Tensor:
     "Per token of `sequences` `(n, T)`: distance of block `layer`'s attention output from `center` (default: its mean)."
     center = output_center(model, sequences, layer, batch_size) if center is None else center
-    return torch.cat([(attention_output(model, batch, layer) - center).norm(dim=-1) for batch in sequences.split(batch_size)])
+    return torch.cat([(attention_output(model, batch, layer) - center).norm(dim=-1)
+                      for batch in sequences.split(batch_size)])
 
 
 def spread_by_position(deviation: torch.Tensor) -> pd.DataFrame:
     "Root mean square over sequences of `deviation` `(n, T)` at each position; `tokens_seen` = position + 1."
     positions = np.arange(deviation.shape[1])
-    return pd.DataFrame(dict(position=positions, tokens_seen=positions + 1, spread=deviation.pow(2).mean(0).sqrt().numpy()))
+    return pd.DataFrame(dict(position=positions, tokens_seen=positions + 1,
+                             spread=deviation.pow(2).mean(0).sqrt().numpy()))
 
 # %% ../nbs/04f_counting.ipynb #facdcb71
 POWER_LAWS = {"1/n": 1.0, "1/sqrt(n)": 0.5, "flat": 0.0}  # the laws each fit is compared with
@@ -132,7 +136,8 @@ def _floor_fit(n, log_y) -> tuple[float, float]:
 
 
 def power_law_fits(n, y) -> pd.DataFrame:
-    "Fit `y ≈ a n^-p` in log space: the fitted p, each of `POWER_LAWS` with its best `a`, and the floor law; a row each."
+    """Fit `y ≈ a n^-p` in log space: the fitted p, each of `POWER_LAWS` with its best `a`, and the floor law; a row
+    each."""
     n, y = np.asarray(n, dtype=float), np.asarray(y, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):  # zero or negative values are reported below
         log_n, log_y = np.log(n), np.log(y)
@@ -161,8 +166,8 @@ def plot_spread(spreads: pd.DataFrame, fits: pd.DataFrame, caption: str | None =
         for fit, style in zip(panel_fits, ["-", "--", ":", "-.", (0, (5, 1))]):
             ax.plot(rows.tokens_seen, law_curve(rows.tokens_seen, fit.a, fit.p, fit.floor), linestyle=style,
                     label=f"{fit.law} (p={fit.p:.2f}, rms log error {fit.rms_log_error:.2f})")
-        style_axes(ax, f"{unit}s seen by the query (n)", "spread of the attention output", title=f"{name}, layer {layer}",
-                   logx=True, logy=True)
+        style_axes(ax, f"{unit}s seen by the query (n)", "spread of the attention output",
+                   title=f"{name}, layer {layer}", logx=True, logy=True)
         ax.legend(frameon=False, fontsize=7)
     if caption:
         add_caption(fig, caption)
@@ -170,7 +175,8 @@ def plot_spread(spreads: pd.DataFrame, fits: pd.DataFrame, caption: str | None =
 
 # %% ../nbs/04f_counting.ipynb #b2fb0195
 def deviation_features(deviations: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    "Quadratic features `(n, T, f)` of per-token deviations `(k, n, T)`, standardised in log space by `reference` `(k, m, T)`."
+    """Quadratic features `(n, T, f)` of per-token deviations `(k, n, T)`, standardised in log space by `reference`
+    `(k, m, T)`."""
     log_ref = reference.clamp_min(1e-12).log().flatten(1)
     z = (deviations.clamp_min(1e-12).log() - log_ref.mean(1)[:, None, None]) / log_ref.std(1)[:, None, None]
     z = z.permute(1, 2, 0)  # (n, T, k)
@@ -180,14 +186,16 @@ def deviation_features(deviations: torch.Tensor, reference: torch.Tensor) -> tor
 # %% ../nbs/04f_counting.ipynb #738720d9
 @delegates(ProbeTraining)
 def counting_probes(model, windows: ProbeWindows, seed: int = 0, layers=None, **kwargs) -> pd.DataFrame:
-    "Held-out scores of the paper's probe on each layer's hidden state and of a linear one on the deviations of blocks 1..layer."
+    """Held-out scores of the paper's probe on each layer's hidden state and of a linear one on the deviations of
+    blocks 1..layer."""
     layers, device = check_layers(model, layers), model_device(model)
     rows = [dict(layer=layer, features="hidden state", n_features=model.config.d_model, **probe_scores(probe, states))
             for layer, _, probe, states in fit_probes(model, windows, layers, "mlp", seed, **kwargs)]
     if deep := [layer for layer in layers if layer]:  # the embedding output comes before any attention
         blocks = range(1, max(deep) + 1)
         centers = [output_center(model, windows.train, block) for block in blocks]
-        deviations = [torch.stack([output_deviation(model, seqs, block, c) for block, c in zip(blocks, centers)]) for seqs in windows]
+        deviation = lambda seqs: torch.stack([output_deviation(model, seqs, b, c) for b, c in zip(blocks, centers)])
+        deviations = [deviation(seqs) for seqs in windows]
         for layer in deep:  # blocks 1..layer, standardised by the training windows
             train_f, select_f, eval_f = (deviation_features(d[:layer], deviations[0][:layer]) for d in deviations)
             probe = train_probe(train_f.to(device), select_f, "linear", seed, **kwargs)
@@ -199,7 +207,8 @@ def counting_probes(model, windows: ProbeWindows, seed: int = 0, layers=None, **
 
 # %% ../nbs/04f_counting.ipynb #18d3d57a
 LAYER_AXIS = "layer: hidden state after block k (0 = embedding output)"
-LEGEND_BELOW = dict(frameon=False, fontsize=7, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.18))  # off the lines
+# off the lines
+LEGEND_BELOW = dict(frameon=False, fontsize=7, ncols=2, loc="upper center", bbox_to_anchor=(0.5, -0.18))
 
 
 def series_colors() -> list[str]:
@@ -235,7 +244,8 @@ def equalised_deviation(model, layer: int, center: torch.Tensor, size: float):
 def equalised_deviations(model, layers, reference: torch.Tensor):
     "Context: `equalised_deviation` on each of `layers`, centred and sized (root mean square) on `reference` `(n, T)`."
     with contextlib.ExitStack() as stack:
-        for layer in sorted(check_attention_layer(model, layer) for layer in layers):  # each measured after the ones before
+        # each measured after the ones before
+        for layer in sorted(check_attention_layer(model, layer) for layer in layers):
             center = output_center(model, reference, layer)
             size = output_deviation(model, reference, layer, center).pow(2).mean().sqrt().item()
             stack.enter_context(equalised_deviation(model, layer, center, size))
@@ -258,7 +268,8 @@ def uniform_attention(model, layer: int):
 
 # %% ../nbs/04f_counting.ipynb #5d2f8a47
 def replaced_attention_output(model, layer: int, replace):
-    "Context: block `layer`'s attention output `(B, T, d_model)` replaced by `replace(output)`; probabilities untouched."
+    """Context: block `layer`'s attention output `(B, T, d_model)` replaced by `replace(output)`; probabilities
+    untouched."""
     return edited_attention(model, layer, lambda module, inputs, output: (replace(output[0]), output[1]))
 
 
@@ -290,7 +301,8 @@ def model_perplexity(model, tokens, seq_len: int, max_tokens: int | None = None,
 @delegates(ProbeTraining)
 def intervention_effects(model, interventions: dict, windows: ProbeWindows, tokens, max_tokens: int | None = None,
                          seed: int = 0, layers=None, **kwargs) -> pd.DataFrame:
-    "Under each intervention (name: a function of the model returning a context manager): held-out probe scores per layer, perplexity."
+    """Under each intervention (name: a function of the model returning a context manager): held-out probe scores per
+    layer, perplexity."""
     layers = check_layers(model, range(1, model.config.n_layer + 1) if layers is None else layers)
     rows, length = [], windows.train.shape[1]
     for name, intervention in interventions.items():
@@ -302,7 +314,8 @@ def intervention_effects(model, interventions: dict, windows: ProbeWindows, toke
 
 # %% ../nbs/04f_counting.ipynb #f2ae1e64
 def plot_interventions(df: pd.DataFrame, caption: str | None = None):
-    "Two panels from `intervention_effects` rows: probe MAD per layer, one line per intervention; perplexity, a bar each."
+    """Two panels from `intervention_effects` rows: probe MAD per layer, one line per intervention; perplexity, a bar
+    each."""
     fig, (left, right) = new_figure(1, 2)
     names = list(dict.fromkeys(df.intervention))
     colors = series_colors()
@@ -341,11 +354,13 @@ def position_after(before: float, after: float, middle: float) -> str:
         return "the probe read no position there to begin with, so there is nothing to lose"
     if after >= middle:
         return "position is lost there: the probe does no better than always guessing the middle"
-    return f"position stays readable there: the probe keeps {(middle - after) / (middle - before):.0%} of its gain over the middle guess"
+    return (f"position stays readable there: the probe keeps {(middle - after) / (middle - before):.0%} of its gain "
+            "over the middle guess")
 
 
 def gain_kept(worse: float, better: float, middle: float) -> str:
-    "How much of the `better` probe's gain over the `middle` guess the `worse` one keeps; n/a without a gain (1% of it)."
+    """How much of the `better` probe's gain over the `middle` guess the `worse` one keeps; n/a without a gain (1% of
+    it)."""
     gain = middle - better
     return f"{(middle - worse) / gain:.0%}" if gain > 0.01 * middle else "n/a (no gain over the middle)"
 
@@ -353,7 +368,8 @@ def gain_kept(worse: float, better: float, middle: float) -> str:
 @delegates(ProbeTraining)
 def position_readability(model, task: str, lengths, layer: int | None = None, n_train: int = 256, n_select: int = 64,
                          n_eval: int = 64, seed: int = 0, **kwargs) -> pd.DataFrame:
-    "Per length of `lengths`: the held-out probe scores of position at `layer` on examples of `task` of that length, a row each."
+    """Per length of `lengths`: the held-out probe scores of position at `layer` on examples of `task` of that
+    length, a row each."""
     layer = check_layers(model, [model.config.n_layer if layer is None else layer])[0]
     rows, n = [], n_train + n_select + n_eval
     for length in lengths:
@@ -361,8 +377,9 @@ def position_readability(model, task: str, lengths, layer: int | None = None, n_
         states = hidden_states(model, ids, [layer])[0].to(model_device(model))
         probe = train_probe(states[:n_train], states[n_train : n_train + n_select], "mlp", seed, **kwargs)
         width = ids.shape[1]
-        rows.append(dict(task=task, length=length, layer=layer, width=width, **probe_scores(probe, states[n_train + n_select :]),
-                         random_mad=random_mad(width), middle_mad=middle_mad(width)))
+        rows.append(dict(task=task, length=length, layer=layer, width=width,
+                         **probe_scores(probe, states[n_train + n_select :]), random_mad=random_mad(width),
+                         middle_mad=middle_mad(width)))
     return pd.DataFrame(rows)
 
 

@@ -19,6 +19,19 @@ __all__ = ['ENCODINGS', 'encoding_problem', 'SINUSOIDAL_TABLES', 'FAIRSEQ_FIRST_
            'NoPos', 'show_positions', 'Learned', 'sinusoidal_table', 'Sinusoidal', 'rope_frequencies', 'turn_pairs',
            'RoPE', 'alibi_slopes', 'ALiBi', 'nopos_layer_problem', 'nopos_layers']
 
+# %% ../nbs/01_encodings.ipynb #f6643003
+def _checked_option(encoding, key: str, value):
+    "`value` for option `key` of `encoding` (a class), as its default's type; ValueError for an unknown key or type."
+    if key not in encoding.options:
+        raise ValueError(f"{encoding.name} has no option {key!r}{suggest(key, encoding.options)}; its options are: "
+                         f"{', '.join(encoding.options) or 'none'}")
+    default = encoding.options[key]
+    number = isinstance(default, float) and isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number and type(value) is not type(default):
+        raise ValueError(f"{encoding.name} option {key!r} must be of type {type(default).__name__} (default "
+                         f"{default!r}), got {value!r}")
+    return float(value) if number else value
+
 # %% ../nbs/01_encodings.ipynb #812af7a7
 class PositionalEncoding(nn.Module):
     "How position enters a transformer. Every hook defaults to 'not at all'."
@@ -26,7 +39,8 @@ class PositionalEncoding(nn.Module):
     label: str  # how tables and legends name it (each registered encoding declares its own)
     color: str  # its colour in every figure
     length_limit = False  # True: it has no positions beyond `max_len`, so longer inputs are refused
-    options: dict = {}  # the encoding's own settings and their defaults; an instance's `options` are those it was built with
+    options: dict = {}  # the encoding's own settings and defaults; an instance's: those it was built with
+    option_rules: dict = {}  # option -> a function of its value that gives the problem, or None
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__()
@@ -35,15 +49,10 @@ class PositionalEncoding(nn.Module):
 
     @classmethod
     def check_options(cls, options: dict) -> dict:
-        "The defaults, updated with `options`; ValueError for an option the encoding does not have or a value of another type."
-        checked = dict(cls.options)
-        for key, value in options.items():
-            if key not in cls.options:
-                raise ValueError(f"{cls.name} has no option {key!r}{suggest(key, cls.options)}; its options are: {', '.join(cls.options) or 'none'}")
-            number = isinstance(default := cls.options[key], float) and isinstance(value, (int, float)) and not isinstance(value, bool)
-            if not number and type(value) is not type(default):
-                raise ValueError(f"{cls.name} option {key!r} must be of type {type(default).__name__} (default {default!r}), got {value!r}")
-            checked[key] = float(value) if number else value
+        "The defaults, updated with `options`; ValueError for an unknown option, another type, or what a rule refuses."
+        checked = {**cls.options, **{key: _checked_option(cls, key, value) for key, value in options.items()}}
+        for key, rule in cls.option_rules.items():
+            check_value(f"{cls.name} option {key!r}", rule(checked[key]))
         return checked
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
@@ -59,11 +68,12 @@ class PositionalEncoding(nn.Module):
         return None
 
     def attn_bias(self, queries: range, keys: range, causal: bool, device) -> torch.Tensor | None:
-        "Any other bias, of query positions `queries` on key positions `keys`: a new float32 `(n_head, len(queries), len(keys))`; or `None`."
+        "Any other bias, of queries `queries` on keys `keys`: a float32 `(n_head, len(queries), len(keys))`, or None."
         return None
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in dict(d_model=self.d_model, n_head=self.n_head, max_len=self.max_len, **self.options).items())
+        shape = dict(d_model=self.d_model, n_head=self.n_head, max_len=self.max_len)
+        return ", ".join(f"{k}={v}" for k, v in {**shape, **self.options}.items())
 
 # %% ../nbs/01_encodings.ipynb #0098d438
 def signed_distances(T: int, device=None) -> torch.Tensor:
@@ -72,7 +82,8 @@ def signed_distances(T: int, device=None) -> torch.Tensor:
 
 
 def bias_matrix(pos: PositionalEncoding, T: int, causal: bool = False, device=None) -> torch.Tensor | None:
-    "The bias of encoding `pos` as `(n_head, T, T)`, indexed by query m and key n, without the causal mask; `None` if it has none."
+    """The bias of encoding `pos` as `(n_head, T, T)`, indexed by query m and key n, without the causal mask; `None`
+    if it has none."""
     row = pos.distance_bias(T, causal, device)
     if row is None:
         return pos.attn_bias(range(T), range(T), causal, device)
@@ -81,7 +92,8 @@ def bias_matrix(pos: PositionalEncoding, T: int, causal: bool = False, device=No
 
 # %% ../nbs/01_encodings.ipynb #531058a0
 ENCODINGS: dict[str, type[PositionalEncoding]] = {}
-encoding_problem = partial(choice_problem, choices=ENCODINGS)  # what is wrong with a name as a registered encoding, or None
+# what is wrong with a name as a registered encoding, or None
+encoding_problem = partial(choice_problem, choices=ENCODINGS)
 
 
 def register(name: str):
@@ -93,7 +105,8 @@ def register(name: str):
                             "every table and figure shows it by them")
         taken = {c.color: n for n, c in ENCODINGS.items() if n != name}
         if cls.color in taken:
-            raise ValueError(f"encoding {name!r} has colour {cls.color}, which {taken[cls.color]!r} already has; pick another")
+            raise ValueError(f"encoding {name!r} has colour {cls.color}, which {taken[cls.color]!r} already has; pick "
+                             "another")
         cls.name = name
         ENCODINGS[name] = cls
         return cls
@@ -108,14 +121,16 @@ def get_encoding(name: str, d_model: int, n_head: int, max_len: int, **options) 
 
 # %% ../nbs/01_encodings.ipynb #d8039658
 def query_temperature(T: int, attn_scale: float, floor_scale: float, device=None) -> torch.Tensor:
-    "Llama 4's factor for the queries at positions 0..T-1 of a layer without positions: 1 + attn_scale ln(floor((t + 1) / floor_scale) + 1)."
+    """Llama 4's factor for the queries at positions 0..T-1 of a layer without positions:
+    1 + attn_scale ln(floor((t + 1) / floor_scale) + 1)."""
     position = torch.arange(T, device=device, dtype=torch.float32)
     return 1 + attn_scale * torch.log1p(torch.floor((position + 1) / floor_scale))
 
 
 @register("nopos")
 class NoPos(PositionalEncoding):
-    "No positional information: every hook keeps its default - unless `attn_scale` > 0 turns on Llama 4's query temperature."
+    """No positional information: every hook keeps its default - unless `attn_scale` > 0 turns on Llama 4's query
+    temperature."""
 
     label, color = "NoPos", "#d62728"
     options = dict(attn_scale=0.0, floor_scale=8192.0)  # Llama 4's names and floor_scale; its attn_scale is 0.1
@@ -125,8 +140,8 @@ class NoPos(PositionalEncoding):
         "Also an `attn_scale` of at least 0 and a positive `floor_scale`."
         checked = super().check_options(options)
         if not (checked["attn_scale"] >= 0 and checked["floor_scale"] > 0):
-            raise ValueError(f"{cls.name} options 'attn_scale' (>= 0; 0: no temperature) and 'floor_scale' (> 0, in positions) "
-                             f"are out of range: got {checked['attn_scale']} and {checked['floor_scale']}")
+            raise ValueError(f"{cls.name} options 'attn_scale' (>= 0; 0: no temperature) and 'floor_scale' (> 0, in "
+                             f"positions) are out of range: got {checked['attn_scale']} and {checked['floor_scale']}")
         return checked
 
     def rotate(self, q, k):
@@ -164,8 +179,8 @@ class Learned(PositionalEncoding):
         T = x.shape[1]
         if T > self.max_len:
             raise ValueError(f"learned positions cover max_len={self.max_len} positions but the input has {T}; "
-                             f"feed at most {self.max_len} tokens per sequence, or use an encoding without a length limit "
-                             f"({', '.join(n for n, c in ENCODINGS.items() if not c.length_limit)})")
+                             f"feed at most {self.max_len} tokens per sequence, or use an encoding without a length "
+                             f"limit ({', '.join(n for n, c in ENCODINGS.items() if not c.length_limit)})")
         return x + self.table(torch.arange(T, device=x.device))
 
 # %% ../nbs/01_encodings.ipynb #659adc67
@@ -181,12 +196,15 @@ def sinusoidal_table(length: int, dim: int, table: str = "fairseq") -> torch.Ten
         raise ValueError(f"sinusoidal_table needs length >= 0 and dim > 0, got length={length}, dim={dim}")
     check_value("sinusoidal table", choice_problem(table, SINUSOIDAL_TABLES))
     if table == "vaswani":
-        angle = torch.arange(length, dtype=torch.float32)[:, None] * 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+        inv_freq = 10000 ** (-torch.arange(0, dim, 2, dtype=torch.float32) / dim)
+        angle = torch.arange(length, dtype=torch.float32)[:, None] * inv_freq
         return torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(1)[:, :dim]  # interleave sin, cos
     half = dim // 2
     if half < 2:
-        raise ValueError(f"fairseq's sinusoidal table divides by dim/2 - 1, so it needs dim >= 4, got {dim}; use a wider model")
-    inv_freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000) / (half - 1)))  # as fairseq computes it
+        raise ValueError(f"fairseq's sinusoidal table divides by dim/2 - 1, so it needs dim >= 4, got {dim}; use a "
+                         "wider model")
+    # as fairseq computes it
+    inv_freq = torch.exp(torch.arange(half, dtype=torch.float32) * -(math.log(10000) / (half - 1)))
     angle = (torch.arange(length, dtype=torch.float32)[:, None] + FAIRSEQ_FIRST_POSITION) * inv_freq
     return torch.cat([angle.sin(), angle.cos(), torch.zeros(length, dim % 2)], dim=1)
 
@@ -198,13 +216,7 @@ class Sinusoidal(PositionalEncoding):
 
     label, color = "Sinusoidal", "#ff7f0e"
     options = dict(table="fairseq")  # the paper's (fairseq's) table, or "vaswani": see `sinusoidal_table`
-
-    @classmethod
-    def check_options(cls, options: dict) -> dict:
-        "Also a known `table`."
-        checked = super().check_options(options)
-        check_value(f"{cls.name} option 'table'", choice_problem(checked["table"], SINUSOIDAL_TABLES))
-        return checked
+    option_rules = dict(table=lambda table: choice_problem(table, SINUSOIDAL_TABLES))
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
@@ -212,7 +224,8 @@ class Sinusoidal(PositionalEncoding):
 
     def embed(self, x):
         T = x.shape[1]
-        table = self.table[:T] if T <= self.max_len else sinusoidal_table(T, self.d_model, self.options["table"]).to(x.device)  # not stored
+        table = (self.table[:T] if T <= self.max_len  # longer: made for this input, not stored
+                 else sinusoidal_table(T, self.d_model, self.options["table"]).to(x.device))
         return x + table.to(x.dtype)
 
 # %% ../nbs/01_encodings.ipynb #a9d1f3c2
@@ -222,7 +235,8 @@ def rope_frequencies(head_dim: int, base: float) -> torch.Tensor:
 
 
 def turn_pairs(x: torch.Tensor, factors: torch.Tensor) -> torch.Tensor:
-    "`x` `(..., T, head_dim)` with each dimension pair (2j, 2j + 1), as the complex number x_2j + i x_2j+1, times `factors[t, j]`."
+    """`x` `(..., T, head_dim)` with each dimension pair (2j, 2j + 1), as the complex number x_2j + i x_2j+1, times
+    `factors[t, j]`."""
     pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # (..., T, head_dim / 2) complex
     return torch.view_as_real(pairs * factors).flatten(-2).type_as(x)
 
@@ -237,30 +251,32 @@ class RoPE(PositionalEncoding):
     "Rotary embeddings: each pair of query and key dimensions turned by an angle proportional to the position."
 
     label, color = "RoPE", "#2ca02c"
-    options = dict(base=10000.0, scaling="none", factor=1.0, fraction=1.0)  # see "RoPE at longer contexts", "Positions as practised now"
+    # see "RoPE at longer contexts", "Positions as practised now"
+    options = dict(base=10000.0, scaling="none", factor=1.0, fraction=1.0)
 
-    @classmethod
-    def check_options(cls, options: dict) -> dict:
-        "Also a known `scaling`, a `factor` of at least 1 and a `fraction` in (0, 1]."
-        checked = super().check_options(options)
-        check_value(f"{cls.name} option 'scaling'", choice_problem(checked["scaling"], ROPE_SCALINGS))
-        check_value(f"{cls.name} option 'factor'", None if checked["factor"] >= 1 else f"is how many times the training length to cover: at least 1, got {checked['factor']}")
-        check_value(f"{cls.name} option 'fraction'", None if 0 < checked["fraction"] <= 1 else f"is the share of each head's dimensions rotated: in (0, 1], got {checked['fraction']}")
-        return checked
+    option_rules = dict(  # a known scaling, a factor of at least 1, a fraction in (0, 1]
+        scaling=lambda v: choice_problem(v, ROPE_SCALINGS),
+        factor=lambda v: None if v >= 1 else f"is how many times the training length to cover: at least 1, got {v}",
+        fraction=lambda v: None if 0 < v <= 1 else f"is the share of each head's dimensions rotated: in (0, 1], got {v}"
+    )
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
         head_dim, (base, scaling, factor) = d_model // n_head, (self.options[k] for k in ("base", "scaling", "factor"))
-        check_value("RoPE rotates dimension pairs, so head_dim = d_model / n_head", f"must be even; got {head_dim}" if head_dim % 2 else None)
+        check_value("RoPE rotates dimension pairs, so head_dim = d_model / n_head",
+                    f"must be even; got {head_dim}" if head_dim % 2 else None)
         inv_freq, self.magnitude = ROPE_SCALINGS[scaling](head_dim, base, max_len, factor)
         pairs = self.options["fraction"] * head_dim / 2  # the fastest turn; the rest carry no position
-        check_value(f"RoPE fraction={self.options['fraction']} of head_dim {head_dim}", None if pairs.is_integer() else f"is not a whole number of dimension pairs; use a multiple of {2 / head_dim:g}")
+        check_value(f"RoPE fraction={self.options['fraction']} of head_dim {head_dim}",
+                    None if pairs.is_integer()
+                        else f"is not a whole number of dimension pairs; use a multiple of {2 / head_dim:g}")
         self.rotated_pairs = int(pairs)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.register_buffer("rotations", self._rotations(max_len), persistent=False)
 
     def _rotations(self, length: int) -> torch.Tensor:
-        "magnitude x e^(i t theta_j) for positions t < `length`, 1 for the pairs past `rotated_pairs`: complex, `(length, head_dim / 2)`."
+        """magnitude x e^(i t theta_j) for positions t < `length`, 1 for the pairs past `rotated_pairs`: complex,
+        `(length, head_dim / 2)`."""
         angle = torch.arange(length, device=self.inv_freq.device).float()[:, None] * self.inv_freq
         rotations = torch.polar(torch.full_like(angle, self.magnitude), angle)
         rotations[:, self.rotated_pairs:] = 1  # partial RoPE: the slowest pairs pass unturned, unscaled
@@ -311,7 +327,8 @@ NOPOS_PATTERNS: dict = {  # name -> f(n_layer, k or None) -> the layers without 
 def nopos_layer_problem(spec, n_layer: int, encoding: str = "rope") -> str | None:
     "What is wrong with `spec` as the layers without positions of an `n_layer`-layer model of `encoding`, or None."
     if encoding == "nopos" or ENCODINGS[encoding].embed is not PositionalEncoding.embed:
-        return f"takes positions off some layers' attention, where {encoding} puts none; use an encoding that acts there, e.g. rope"
+        return (f"takes positions off some layers' attention, where {encoding} puts none; use an encoding that acts "
+                "there, e.g. rope")
     if isinstance(spec, list):
         if not spec or len(set(spec)) != len(spec) or not all(type(i) is int and 0 <= i < n_layer for i in spec):
             return f"must list distinct layers in [0, n_layer={n_layer}), got {spec!r}"
@@ -320,8 +337,10 @@ def nopos_layer_problem(spec, n_layer: int, encoding: str = "rope") -> str | Non
         if problem := choice_problem(name, NOPOS_PATTERNS):
             return f"{problem}; or list the layers, e.g. [{n_layer - 1}]"
         if (name == "every") != k.isdigit() or (k and not 2 <= int(k) <= n_layer):
-            return f"{spec!r}: 'every-k' takes a whole k from 2 to n_layer={n_layer}, 'last' none; e.g. 'every-{min(4, n_layer)}'"
-    return None if len(nopos_layers(spec, n_layer)) < n_layer else "leaves no layer with positions; use pos_encoding='nopos'"
+            return (f"{spec!r}: 'every-k' takes a whole k from 2 to n_layer={n_layer}, 'last' none; e.g. "
+                    f"'every-{min(4, n_layer)}'")
+    every_layer = len(nopos_layers(spec, n_layer)) >= n_layer
+    return "leaves no layer with positions; use pos_encoding='nopos'" if every_layer else None
 
 
 def nopos_layers(spec, n_layer: int) -> list[int]:

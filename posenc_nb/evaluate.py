@@ -22,7 +22,8 @@ from .plots import add_caption, loss_unit, new_figure, plot_by_encoding, style_a
 from .model import frozen, model_device
 from .validation import check_value, each_entry, positive_int, positive_int_problem, positive_number_problem
 
-_all_ = ["token_unit", "loss_unit"]  # defined with the figures (posenc_nb.plots), still read from here by other chapters
+# defined with the figures (posenc_nb.plots), still read from here by other chapters
+_all_ = ["token_unit", "loss_unit"]
 
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'rows_per_batch', 'window_batches', 'window_nll',
@@ -31,7 +32,8 @@ __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'rows_per_batch', 'wi
 
 # %% ../nbs/04a_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
-LOGITS_BUDGET = 2**28  # logit entries per forward pass (1 GiB in float32): long contexts x big vocabularies get smaller batches
+# logit entries per forward pass (1 GiB in float32): long contexts x big vocabularies get smaller batches
+LOGITS_BUDGET = 2**28
 
 
 def model_encoding(model, encoding: str | None = None) -> str:
@@ -77,7 +79,8 @@ def _not_applicable(model, context_length: int, n_scorable: int) -> str:
     if limit is not None and context_length > limit:
         return f"{model.pos.label} positions stop at max_len={limit}: none for longer contexts"
     if n_scorable < context_length:
-        return f"only {n_scorable} tokens to score (split size or max_tokens): a full {context_length}-token window does not fit"
+        return (f"only {n_scorable} tokens to score (split size or max_tokens): a full {context_length}-token window "
+                "does not fit")
     return ""
 
 # %% ../nbs/04a_evaluate.ipynb #457a2c43
@@ -107,7 +110,8 @@ def perplexity_by_length(model, tokens, context_lengths: Iterable[int], protocol
     if stride is not None: positive_int(stride, "stride")
     if max_tokens is not None: positive_int(max_tokens, "max_tokens")
     tokens, name = check_tokens(model, tokens), model_encoding(model, encoding)
-    return pd.DataFrame([dict(encoding=name, **_perplexity_row(model, tokens, length, proto, stride, max_tokens, batch_size))
+    return pd.DataFrame([dict(encoding=name,
+                              **_perplexity_row(model, tokens, length, proto, stride, max_tokens, batch_size))
                          for length in context_lengths for proto in protocols])
 
 # %% ../nbs/04a_evaluate.ipynb #ef9f9844
@@ -123,7 +127,8 @@ def plot_perplexity(df: pd.DataFrame, train_context: int | None = None, logy: bo
         if train_context:
             ax.axvline(train_context, color="0.5", linestyle=":", label="training context")
         style_axes(ax, f"evaluation context length ({unit}s)", f"perplexity (per {unit})",
-                   title=proto.replace("nonoverlapping", "non-overlapping"), logx=True, logy=logy, legend=ax is axes[0][0])
+                   title=proto.replace("nonoverlapping", "non-overlapping"), logx=True, logy=logy,
+                   legend=ax is axes[0][0])
     if caption:
         add_caption(fig, caption)
     return fig
@@ -144,13 +149,14 @@ def scaled_attention(model, factor: float):
 
 
 def _log_length_problem(value) -> str | None:
-    "What is wrong with `value` as a length the log-length rule scales at: an integer of at least 2, whose log is positive."
+    """What is wrong with `value` as a length the log-length rule scales at: an integer of at least 2, whose log is
+    positive."""
     if problem := positive_int_problem(value):
         return problem
     if value < 2:
         return f"must be at least 2 for the log-length rule, log(length) / log(train_length) (log 1 = 0), got {value!r}"
 
-
+# %% ../nbs/04a_evaluate.ipynb #264f2817
 def log_length_scale(length: int, train_length: int) -> float:
     "The log-length rule's factor at `length`: log(length) / log(train_length), 1 at the training length."
     check_value("length", _log_length_problem(length))
@@ -158,7 +164,8 @@ def log_length_scale(length: int, train_length: int) -> float:
     return math.log(length) / math.log(train_length)
 
 
-def attention_scale_sweep(model, tokens, context_lengths, factors, train_length: int, max_tokens: int | None = None) -> pd.DataFrame:
+def attention_scale_sweep(model, tokens, context_lengths, factors, train_length: int,
+                          max_tokens: int | None = None) -> pd.DataFrame:
     """Non-overlapping perplexity at each of `context_lengths` with the attention scaled by each of `factors` (rule
     "fixed") and by `log_length_scale` (rule "log-length"); `perplexity_by_length`'s columns plus `rule` and `factor`.
     Every argument is checked before any scoring."""
@@ -168,10 +175,12 @@ def attention_scale_sweep(model, tokens, context_lengths, factors, train_length:
     tables = []
     for factor in factors:
         with scaled_attention(model, factor):
-            tables.append(perplexity_by_length(model, tokens, context_lengths, max_tokens=max_tokens).assign(rule="fixed", factor=factor))
+            table = perplexity_by_length(model, tokens, context_lengths, max_tokens=max_tokens)
+            tables.append(table.assign(rule="fixed", factor=factor))
     for length in context_lengths:
         with scaled_attention(model, factor := log_length_scale(length, train_length)):
-            tables.append(perplexity_by_length(model, tokens, [length], max_tokens=max_tokens).assign(rule="log-length", factor=factor))
+            table = perplexity_by_length(model, tokens, [length], max_tokens=max_tokens)
+            tables.append(table.assign(rule="log-length", factor=factor))
     return pd.concat(tables, ignore_index=True)
 
 # %% ../nbs/04a_evaluate.ipynb #c0e7a1d2
@@ -185,7 +194,8 @@ def context_use_ends(n_tokens: int, long: int, stride: int, max_tokens: int | No
 
 
 def context_windows(tokens, length: int, ends: Iterable[int], stride: int) -> Iterator[tuple[torch.Tensor, int]]:
-    "`eval_windows`-style `(ids, score_from)`: `length` tokens of context ending at each of `ends`, scoring the last `stride` targets."
+    """`eval_windows`-style `(ids, score_from)`: `length` tokens of context ending at each of `ends`, scoring the
+    last `stride` targets."""
     for end in ends:
         yield torch.from_numpy(np.asarray(tokens[end - length : end + 1], dtype=np.int64)), length - stride
 
@@ -202,28 +212,31 @@ def context_use(model, tokens, short: int | Iterable[int] = 32, long: int | None
     if not shorts:
         raise ValueError("short is empty: give a short context length, or several, e.g. [8, 16, 32]")
     if stride > shorts[0]:
-        raise ValueError(f"stride={stride} is longer than short={shorts[0]}: a short window scores its last `stride` targets, "
-                         "so give a stride of at most the shortest short")
+        raise ValueError(f"stride={stride} is longer than short={shorts[0]}: a short window scores its last `stride` "
+                         "targets, so give a stride of at most the shortest short")
     if shorts[-1] >= long:
         raise ValueError(f"short={shorts[-1]} is not shorter than long={long}: give short contexts below the long one")
     check_context_length(model, long)
     tokens = check_tokens(model, tokens)
     ends = context_use_ends(len(tokens), long, stride, max_tokens)
     if not ends:
-        raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not hold one window of long={long} tokens and "
-                         f"{stride} targets: give more tokens, a larger max_tokens or a shorter long context")
+        raise ValueError(f"{len(tokens)} tokens (max_tokens={max_tokens}) do not hold one window of long={long} tokens "
+                         f"and {stride} targets: give more tokens, a larger max_tokens or a shorter long context")
     nll = {}
     for length in (long, *shorts):  # the same targets each time, so the same count
-        total, count = window_nll(model, context_windows(tokens, length, ends, stride), rows_per_batch(model, length, batch_size))
+        total, count = window_nll(model, context_windows(tokens, length, ends, stride),
+                                  rows_per_batch(model, length, batch_size))
         nll[length] = total / count
     return pd.DataFrame([dict(encoding=model_encoding(model, encoding), short_length=n, long_length=long, stride=stride,
-                              tokens_scored=count, nll_short=nll[n], nll_long=nll[long], perplexity_short=math.exp(nll[n]),
-                              perplexity_long=math.exp(nll[long]), ratio=math.exp(nll[long] - nll[n]), gain_nats=nll[n] - nll[long])
+                              tokens_scored=count, nll_short=nll[n], nll_long=nll[long],
+                              perplexity_short=math.exp(nll[n]), perplexity_long=math.exp(nll[long]),
+                              ratio=math.exp(nll[long] - nll[n]), gain_nats=nll[n] - nll[long])
                          for n in shorts])
 
 # %% ../nbs/04a_evaluate.ipynb #c0e7a1db
 def plot_context_use(df: pd.DataFrame, long: int, unit: str = "token", caption: str | None = None):
-    "What `long` tokens of context gain over each short length, from `context_use` rows: nats a `unit`, one line per encoding."
+    """What `long` tokens of context gain over each short length, from `context_use` rows: nats a `unit`, one line
+    per encoding."""
     fig, ax = new_figure()
     plot_by_encoding(ax, df, "short_length", "gain_nats")
     ax.axhline(0, color="0.5", linestyle=":", label="no gain")

@@ -15,8 +15,8 @@ import numpy as np
 from IPython import get_ipython
 from IPython.display import display
 
-from .attention import (AttentionMap, all_attention, as_words, attention_colorbar, encode_words, permutation_gap,
-                                 plot_attention, shuffle_words, token_order)
+from .attention import (AttentionMap, all_attention, as_words, attention_colorbar, encode_words,
+                                 permutation_gap, plot_attention, shuffle_words, token_order)
 from .checks import check_attention_layer, check_head
 from .checkpoint import CheckpointError, Run, load_run, read_meta, runs_dir
 from .plots import add_caption, new_figure
@@ -93,13 +93,14 @@ def shuffled_pair(run, text, layer: int = 1, head: int = 0, seed: int = 0) -> Sh
 # %% ../nbs/07_explore.ipynb #3fd7c90c
 def gap_message(pair: ShuffledPair, name: str) -> str:
     "What the permutation gaps of `pair` mean, in one sentence."
-    return (f"{name}, layer {pair.original.layer}, head {pair.original.head}: the shuffled map differs from the original "
-            f"map shuffled alike by up to {pair.gap:.3g} ({pair.gap_all:.3g} over all layers and heads); "
+    return (f"{name}, layer {pair.original.layer}, head {pair.original.head}: the shuffled map differs from the "
+            f"original map shuffled alike by up to {pair.gap:.3g} ({pair.gap_all:.3g} over all layers and heads); "
             "0 would mean the model cannot tell the two orders apart")
 
 
 def plot_shuffled_pair(pair: ShuffledPair, caption: str | None = None):
-    "The two maps of `pair` side by side with one colour bar, the gap in the title; the panels grow with the tokens, one label each."
+    """The two maps of `pair` side by side with one colour bar, the gap in the title; the panels grow with the
+    tokens, one label each."""
     side = max(3.6, 1.6 + 0.16 * len(pair.original.tokens))  # 0.16 in a token: 8-point labels never touch
     fig, (left, right) = new_figure(1, 2, panel_size=(side, side))
     plot_attention(pair.original, left, title="original")
@@ -139,7 +140,8 @@ class AttentionExplorer(widgets.VBox):
         # unbounded boxes: a layer or head the run lacks is reported, never clamped to one it has
         self.layer_box = widgets.IntText(value=layer, description="layer")
         self.head_box = widgets.IntText(value=head, description="head")
-        self.text_box = widgets.Text(value=text, description="sentence", continuous_update=False, layout={"width": "60%"})
+        self.text_box = widgets.Text(value=text, description="sentence", continuous_update=False,
+                                     layout={"width": "60%"})
         self.reshuffle_button = widgets.Button(description="reshuffle", icon="random")
         self.output = widgets.Output()
         super().__init__([widgets.HBox([self.run_menu, self.layer_box, self.head_box]),

@@ -28,20 +28,23 @@ REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source 
 
 
 def project_dir(env: str, in_repo: str, cached: str, writes: bool = False) -> Path:
-    """`$env` if set; else `in_repo` in the source checkout; else `cached` under `~/.cache/posenc_nb` (read at every call).
-    With `writes` (a folder every use writes to, if only a lock file), a ValueError naming `env` unless files can be made there."""
+    """`$env` if set; else `in_repo` in the source checkout; else `cached` under `~/.cache/posenc_nb` (read at every
+    call). With `writes` (a folder every use writes to, if only a lock file), a ValueError naming `env` unless files
+    can be made there."""
     if value := os.environ.get(env):
         if (path := Path(value).expanduser().resolve()).exists() and not path.is_dir():
             raise ValueError(f"{env}={value} is a file, not a folder: set {env} to a folder (or unset it), then rerun")
     else:
-        path = REPO_ROOT / in_repo if (REPO_ROOT / "settings.ini").exists() else Path.home() / ".cache" / "posenc_nb" / cached
+        in_checkout = (REPO_ROOT / "settings.ini").exists()
+        path = REPO_ROOT / in_repo if in_checkout else Path.home() / ".cache" / "posenc_nb" / cached
     if writes and (reason := unwritable(path)):
-        raise ValueError(f"{f'{env}={value}' if value else path} cannot be used: {reason}; set {env} to a folder you can "
-                         "write to (or unset it), then rerun")
+        raise ValueError(f"{f'{env}={value}' if value else path} cannot be used: {reason}; set {env} to a folder you "
+                         "can write to (or unset it), then rerun")
     return path
 
 # %% ../nbs/00_files.ipynb #97151cea
-QUIET_WAIT = 5.0  # seconds a process waits on a lock before it says so: processes taking turns on a cache rarely wait longer
+# seconds a process waits on a lock before it says so: processes taking turns on a cache rarely wait longer
+QUIET_WAIT = 5.0
 
 
 @contextlib.contextmanager
@@ -51,7 +54,8 @@ def file_lock(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = path.with_name(path.name + ".lock")
     if lock.is_dir():
-        raise RuntimeError(f"{lock} is a folder where a lock file belongs; move it away (nothing else is in use), then rerun")
+        raise RuntimeError(f"{lock} is a folder where a lock file belongs; move it away (nothing else is in use), then "
+                           "rerun")
     with open(lock, "a+") as handle:  # "a+", not "w": opening must not erase the holder's process id
         if not _locked_within(handle, QUIET_WAIT):
             print(_waiting_message(path, lock), file=sys.stderr, flush=True)
@@ -81,8 +85,8 @@ def _waiting_message(path: Path, lock: Path) -> str:
     since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(lock.stat().st_mtime))
     holder, pid = (f"process {pid}", pid) if pid else (f"another process (`fuser {lock}` names it)", "PID")
     return (f"{path} is held by {holder} since {since}; waiting until it is done. If that process is stopped (Ctrl-Z), "
-            f"`kill -CONT {pid}` lets it go on; `kill {pid}` ends it (a stopped one after `kill -CONT {pid}`), and this one "
-            "then goes on.")
+            f"`kill -CONT {pid}` lets it go on; `kill {pid}` ends it (a stopped one after `kill -CONT {pid}`), and "
+            "this one then goes on.")
 
 # %% ../nbs/00_files.ipynb #fa85cd5c
 def sha256_file(path: Path) -> str:
@@ -101,7 +105,8 @@ def check_sha256(path: Path, expected: str, advice: str):
 
 
 def atomic_write(path: Path, write):
-    "Call `write(tmp)` for a temporary path beside `path`, flush it to disk, then rename it to `path`: a reader sees the old file or the whole new one."
+    """Call `write(tmp)` for a temporary path beside `path`, flush it to disk, then rename it to `path`: a reader
+    sees the old file or the whole new one."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         write(tmp)
@@ -130,7 +135,8 @@ def unwritable(path: Path) -> str | None:
     try:
         str(path).encode("utf-8")
     except UnicodeEncodeError:
-        return f"its name has a byte that is not UTF-8 ({os.fsencode(path)!r}), which the records written there cannot hold"
+        return (f"its name has a byte that is not UTF-8 ({os.fsencode(path)!r}), which the records written there "
+                "cannot hold")
     if blocker := file_in_the_way(path.parent):
         return f"{blocker} is a file"
     folder = next(p for p in (path, *path.parents) if p.is_dir())
@@ -149,8 +155,8 @@ def disk_full(error: BaseException, folder: str | Path | None = None) -> bool:
 
 # %% ../nbs/00_files.ipynb #33077a68
 def write_output(path: Path, write, setting: str):
-    """`atomic_write` of a command's output file `path`, given by `setting` (e.g. --out): a full disk leaves nothing there
-    (an earlier file stays whole), and its error names the file and the setting."""
+    """`atomic_write` of a command's output file `path`, given by `setting` (e.g. --out): a full disk leaves nothing
+    there (an earlier file stays whole), and its error names the file and the setting."""
     path = Path(path)
     try:
         atomic_write(path, write)
@@ -158,5 +164,5 @@ def write_output(path: Path, write, setting: str):
         if not disk_full(e, path.parent):
             raise
         raise RuntimeError(f"the disk is full: {setting} {path} was not written, and nothing was left there. Free some "
-                           f"space (`df -h {path.parent}` shows how much is left) or give {setting} a path on another disk, "
-                           "then rerun the same command.") from None
+                           f"space (`df -h {path.parent}` shows how much is left) or give {setting} a path on another "
+                           "disk, then rerun the same command.") from None

@@ -48,18 +48,21 @@ class Grid:
     def runs_by_encoding(self, jobs: int = 1) -> dict[tuple, Run]:
         "`{(encoding, seed): run}` of a grid of one variant."
         if len(self.variants) != 1:
-            raise ValueError(f"runs_by_encoding needs a grid of one variant; this one has {list(self.variants)}: use runs()")
+            raise ValueError(f"runs_by_encoding needs a grid of one variant; this one has {list(self.variants)}: use "
+                             "runs()")
         return {key[1:]: run for key, run in self.runs(jobs).items()}
 
 
 def train_grids(grids, jobs: int = 1) -> list[Run]:
-    "Every run of `grids` trained once, all side by side (`jobs` at a time), the longest first: one notebook's models together."
+    """Every run of `grids` trained once, all side by side (`jobs` at a time), the longest first: one notebook's
+    models together."""
     configs = [cfg for grid in grids for cfg in grid.configs().values()]
     return train_runs(sorted(configs, key=lambda cfg: -cfg.max_steps), jobs)
 
 
 def run_config(train_settings: dict, fields: dict, encoding: str, seed: int) -> TrainConfig:
-    "The config of the run of `train_settings` with `fields`, `encoding` and `seed`: how every experiment names a model."
+    """The config of the run of `train_settings` with `fields`, `encoding` and `seed`: how every experiment names a
+    model."""
     return TrainConfig.from_dict({**train_settings, **fields, "pos_encoding": encoding, "seed": seed})
 
 # %% ../nbs/05d_grids.ipynb #6619ce59
@@ -79,8 +82,8 @@ def model_parameters(cfg: TrainConfig) -> int:
 
 
 def model_size_variants(train_settings: dict, model_sizes: dict, corpus: str) -> dict:
-    """Table 2's variants (`Grid` fields) of `model_sizes`: each shape on the core's bytes (its steps, batch and schedule
-    kept); the core shape keeps the core's fields, so its runs are the core runs."""
+    """Table 2's variants (`Grid` fields) of `model_sizes`: each shape on the core's bytes (its steps, batch and
+    schedule kept); the core shape keeps the core's fields, so its runs are the core runs."""
     core = TrainConfig.from_dict({**train_settings, "corpus": corpus}).model_config()
     shaped = lambda shape: TrainConfig.from_dict({**train_settings, "corpus": corpus, **shape}).model_config()
     return {name: dict(corpus=corpus) if shaped(shape) == core else dict(corpus=corpus, **shape)
@@ -94,18 +97,21 @@ def core_grid(train_settings: dict, corpus: str, encodings, seeds) -> Grid:
 
 def masked_grid(train_settings: dict, mlm_settings: dict, corpus: str, encodings, seeds) -> Grid:
     "The bidirectional masked LMs: `train_settings` updated with `mlm_settings`, on `corpus`."
-    return Grid({**train_settings, **mlm_settings}, {"mlm": dict(corpus=corpus, objective="mlm")}, list(encodings), list(seeds))
+    variants = {"mlm": dict(corpus=corpus, objective="mlm")}
+    return Grid({**train_settings, **mlm_settings}, variants, list(encodings), list(seeds))
 
 
 def nopos_twins(train_settings: dict, mlm_settings: dict, corpus: str, seed: int) -> dict[str, Grid]:
-    "A causal NoPos model and its bidirectional masked-LM twin, one seed: what the attention and counting notebooks compare."
+    """A causal NoPos model and its bidirectional masked-LM twin, one seed: what the attention and counting notebooks
+    compare."""
     return {"causal": core_grid(train_settings, corpus, ["nopos"], [seed]),
             "bidirectional": masked_grid(train_settings, mlm_settings, corpus, ["nopos"], [seed])}
 
 
 def twin_runs(train_settings: dict, mlm_settings: dict, corpus: str, seed: int, jobs: int = 1) -> dict[str, Run]:
     "The runs of `nopos_twins`: `{'causal': run, 'bidirectional': run}`."
-    return {kind: grid.runs_by_encoding(jobs)[("nopos", seed)] for kind, grid in nopos_twins(train_settings, mlm_settings, corpus, seed).items()}
+    return {kind: grid.runs_by_encoding(jobs)[("nopos", seed)]
+            for kind, grid in nopos_twins(train_settings, mlm_settings, corpus, seed).items()}
 
 # %% ../nbs/05d_grids.ipynb #a3c4d074
 def corpora_grid(train_settings: dict, corpora, encodings, seeds, corpus: str | None = None,
@@ -124,7 +130,8 @@ def lengths_grid(train_settings: dict, train_lengths, corpus: str, encodings, se
     "Table 3: a variant per training length, each with the core's tokens per batch (fewer, longer sequences) and steps."
     tokens_per_batch = train_settings["seq_len"] * train_settings["batch_size"]
     if odd := [n for n in train_lengths if tokens_per_batch % n]:
-        raise ValueError(f"training lengths {odd} do not divide the {tokens_per_batch} tokens of a batch; choose divisors")
+        raise ValueError(f"training lengths {odd} do not divide the {tokens_per_batch} tokens of a batch; choose "
+                         "divisors")
     variants = {f"L={n}": dict(corpus=corpus, seq_len=n, batch_size=tokens_per_batch // n) for n in train_lengths}
     return Grid(train_settings, variants, list(encodings), list(seeds))
 
@@ -140,49 +147,57 @@ def task_grid(task_settings: dict, tasks, encodings, seeds) -> Grid:
 
 # %% ../nbs/05d_grids.ipynb #d2b1c0a2
 def start_token_grid(train_settings: dict, corpus: str, encodings, seeds) -> Grid:
-    "The core recipe with every window begun by the start token (`TrainConfig.start_token`), in training and in scoring."
+    """The core recipe with every window begun by the start token (`TrainConfig.start_token`), in training and in
+    scoring."""
     return Grid(train_settings, {"start token": dict(corpus=corpus, start_token=True)}, list(encodings), list(seeds))
 
 
 def budget_steps_of(train_settings: dict, budget_steps=None) -> list[int]:
-    "The budgets of the gap against the budget, the core's last: `budget_steps`, or an eighth, a quarter and half the core's."
+    """The budgets of the gap against the budget, the core's last: `budget_steps`, or an eighth, a quarter and half
+    the core's."""
     core = TrainConfig.from_dict(train_settings).max_steps
     smaller = budget_steps or [core // 8, core // 4, core // 2]
     return sorted({n for n in smaller if 0 < n < core}) + [core]
 
 
 def budget_grid(train_settings: dict, corpus: str, steps, encodings, seeds, start_token: bool = False) -> Grid:
-    """A variant per number of `steps`, each of the core recipe with its schedule fitted to its steps (warm-up kept); the
-    core's own steps are the core runs (with `start_token`, the start-token arm's)."""
+    """A variant per number of `steps`, each of the core recipe with its schedule fitted to its steps (warm-up kept);
+    the core's own steps are the core runs (with `start_token`, the start-token arm's)."""
     arm = dict(corpus=corpus, start_token=True) if start_token else dict(corpus=corpus)
     return Grid(train_settings, {f"{n} steps": dict(arm, max_steps=n) for n in steps}, list(encodings), list(seeds))
 
 # %% ../nbs/05d_grids.ipynb #e42h0002
-MODERN_TEMPERATURE = dict(attn_scale=0.1, floor_scale=16.0)  # Llama 4's attn_scale; a floor_scale that acts at 1x-8x of 128
+# Llama 4's attn_scale; a floor_scale that acts at 1x-8x of 128
+MODERN_TEMPERATURE = dict(attn_scale=0.1, floor_scale=16.0)
 MODERN_VARIANTS = {  # the variants of RoPE: the keys that make each from a RoPE model
     "RoPE": {}, "NoPos every 2nd layer": dict(nopos_layers="every-2"), "NoPos last layer": dict(nopos_layers="last"),
-    "partial RoPE 0.25": dict(pos_options=dict(fraction=0.25)), "partial RoPE 0.5": dict(pos_options=dict(fraction=0.5)),
+    "partial RoPE 0.25": dict(pos_options=dict(fraction=0.25)),
+    "partial RoPE 0.5": dict(pos_options=dict(fraction=0.5)),
     "NoPos every 2nd + temperature": dict(nopos_layers="every-2", nopos_options=MODERN_TEMPERATURE),
 }
 EVERY_SEED = ("RoPE", "NoPos every 2nd layer", "NoPos last layer")  # the references of the claims and their hybrids
 
 
 def _variant_grids(settings: dict, seeds) -> list[Grid]:
-    "RoPE and its hybrids, and NoPos, with every seed; the other variants and ALiBi with the first; a hybrid once per set of layers."
+    """RoPE and its hybrids, and NoPos, with every seed; the other variants and ALiBi with the first; a hybrid once
+    per set of layers."""
     n_layer, kept = TrainConfig.from_dict(settings).model_config().n_layer, {}
-    resolved = lambda keys: keys | ({"nopos_layers": nopos_layers(keys["nopos_layers"], n_layer)} if "nopos_layers" in keys else {})
+    resolved = lambda keys: keys | ({"nopos_layers": nopos_layers(keys["nopos_layers"], n_layer)}
+                                    if "nopos_layers" in keys else {})
     for name, keys in MODERN_VARIANTS.items():
         if resolved(keys) not in map(resolved, kept.values()):
             kept[name] = keys
     every = {n: k for n, k in kept.items() if n in EVERY_SEED}
     others = {n: k for n, k in kept.items() if n not in every}
     return [Grid(settings, every, ["rope"], list(seeds)), Grid(settings, {"reference": {}}, ["nopos"], list(seeds)),
-            Grid(settings, others, ["rope"], list(seeds[:1])), Grid(settings, {"reference": {}}, ["alibi"], list(seeds[:1]))]
+            Grid(settings, others, ["rope"], list(seeds[:1])),
+            Grid(settings, {"reference": {}}, ["alibi"], list(seeds[:1]))]
 
 
 def drope_grids(parents: Grid, steps: int | None = None) -> list[Grid]:
     "A grid of one DroPE run (`train.drope`) for each RoPE run of `parents`, trained once its parent has finished."
-    children = [drope(cfg, steps) for (_, enc, _), cfg in parents.configs().items() if enc == "rope" and cfg.nopos_layers is None]
+    children = [drope(cfg, steps) for (_, enc, _), cfg in parents.configs().items() if enc == "rope"
+                and cfg.nopos_layers is None]
     return [Grid(asdict(child), {"DroPE": {}}, ["nopos"], [child.seed]) for child in children]
 
 
@@ -200,8 +215,8 @@ def shared_runs(runs: dict, grid: Grid) -> list:
 
 # %% ../nbs/05d_grids.ipynb #a91e8cc5
 def start_and_budget_grids(p: dict) -> list[Grid]:
-    """The start-token notebook's: the core and the start-token arm (`start_token_encodings`, every seed), then NoPos and
-    learned, and NoPos with the start token, at each budget (the first seed)."""
+    """The start-token notebook's: the core and the start-token arm (`start_token_encodings`, every seed), then NoPos
+    and learned, and NoPos with the start token, at each budget (the first seed)."""
     ts, corpus, seeds, encodings = p["train_settings"], p["corpus"], p["seeds"], p["start_token_encodings"]
     steps = budget_steps_of(ts, p["budget_steps"])
     return [core_grid(ts, corpus, encodings, seeds), start_token_grid(ts, corpus, encodings, seeds),
@@ -212,20 +227,23 @@ def start_and_budget_grids(p: dict) -> list[Grid]:
 def experiment_grids(p: dict) -> dict[str, list[Grid]]:
     "`{notebook: [grid, ...]}`: the grids each experiment notebook trains under the parameters `p`."
     ts, corpus, seeds, te, tseeds = p["train_settings"], p["corpus"], p["seeds"], p["table_encodings"], p["table_seeds"]
-    core, spread = core_grid(ts, corpus, p["encodings"], seeds), core_grid(ts, corpus, te, seeds)  # spread: the tables' yardstick
+    # spread: the tables' yardstick
+    core, spread = core_grid(ts, corpus, p["encodings"], seeds), core_grid(ts, corpus, te, seeds)
     twins = list(nopos_twins(ts, p["mlm_settings"], corpus, seeds[0]).values())
     return {
         "00_positive_arm": [core_grid(ts, corpus, ["learned"], seeds[:1]), core_grid(ts, corpus, ["nopos"], seeds)],
         "01_extrapolation": [core],
         "02_attention_heatmaps": twins,
-        "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds, corpus, p["corpora_settings"]), spread],
+        "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds, corpus,
+                                           p["corpora_settings"]), spread],
         "04_table2_model_sizes": [sizes_grid(ts, p["model_sizes"], corpus, te, tseeds), spread],
         "05_table3_train_lengths": [lengths_grid(ts, p["train_lengths"], corpus, te, tseeds), spread],
         "06_probe": [core],
         "07_mlm_control": [masked_grid(ts, p["mlm_settings"], corpus, p["mlm_encodings"], seeds),
                            core_grid(ts, corpus, p["mlm_encodings"], seeds)],
         "08_appendix": [core],
-        "09_beyond_the_paper": [beyond_grid(ts, corpus, p["beyond_encodings"], tseeds), core_grid(ts, corpus, ["nopos", "alibi"], seeds)],
+        "09_beyond_the_paper": [beyond_grid(ts, corpus, p["beyond_encodings"], tseeds),
+                                core_grid(ts, corpus, ["nopos", "alibi"], seeds)],
         "10_how_nopos_counts": twins,
         "11_length_generalisation": [task_grid(p["task_settings"], p["tasks"], p["task_encodings"], seeds)],
         "12_start_token_and_budget": start_and_budget_grids(p),

@@ -52,7 +52,7 @@ REFUSED = {  # encoding: why it cannot
 }
 ROPE_SCALING_TYPES = {"none": None, "pi": "linear", "ntk": "ntk"}  # ours: TransformerLens's rope_scaling type
 
-
+# %% ../nbs/07a_interop.ipynb #9b5ad9ef
 def check_mappable(config: ModelConfig) -> ModelConfig:
     "`config` if TransformerLens can hold its encoding exactly; else a ValueError saying why and what it can hold."
     name, can = config.pos_encoding, f"the encodings it can hold are {', '.join(MAPPED)}"
@@ -60,26 +60,29 @@ def check_mappable(config: ModelConfig) -> ModelConfig:
         raise ValueError(f"{name} cannot be opened in TransformerLens: "
                          f"{REFUSED.get(name, 'the converter does not know this encoding')}; {can}")
     if config.start_token is not None:
-        raise ValueError("a model with a start_token cannot be opened in TransformerLens: it puts the token before every "
-                         "input inside its forward pass, and the bridge's blocks take the inputs as given")
+        raise ValueError("a model with a start_token cannot be opened in TransformerLens: it puts the token before "
+                         "every input inside its forward pass, and the bridge's blocks take the inputs as given")
     if config.nopos_layers is not None:
-        raise ValueError("a model with nopos_layers cannot be opened in TransformerLens: its native model gives every layer "
-                         "the same positions")
+        raise ValueError("a model with nopos_layers cannot be opened in TransformerLens: its native model gives every "
+                         "layer the same positions")
     if config.pos_options.get("attn_scale"):
-        raise ValueError("NoPos with attn_scale cannot be opened in TransformerLens: its native model scales no query by "
-                         "its position; use attn_scale=0")
+        raise ValueError("NoPos with attn_scale cannot be opened in TransformerLens: its native model scales no query "
+                         "by its position; use attn_scale=0")
     if name != "rope":
         return config
-    scaling, base, fraction = map(ENCODINGS["rope"].check_options(config.pos_options).get, ("scaling", "base", "fraction"))
+    scaling, base, fraction = map(ENCODINGS["rope"].check_options(config.pos_options).get,
+                                  ("scaling", "base", "fraction"))
     if scaling not in ROPE_SCALING_TYPES:
         raise ValueError(f"RoPE with scaling={scaling!r} cannot be opened in TransformerLens: its rotary embeddings "
-                         f"have no such scaling; the scalings it can hold are {', '.join(ROPE_SCALING_TYPES)}, and {can}")
+                         f"have no such scaling; the scalings it can hold are {', '.join(ROPE_SCALING_TYPES)}, and "
+                         f"{can}")
     if base != int(base):
         raise ValueError(f"RoPE with base={base} cannot be opened in TransformerLens: it stores the rotary base as an "
                          "integer; use an integer base")
     if fraction < 1 and (scaling != "none" or base**fraction % 1):
-        raise ValueError(f"partial RoPE (fraction={fraction}) opens in TransformerLens as rotary_dim = fraction x head_dim "
-                         "with an integer rotary base = base^fraction and no scaling; pick a base whose power is whole")
+        raise ValueError(f"partial RoPE (fraction={fraction}) opens in TransformerLens as rotary_dim = fraction x "
+                         "head_dim with an integer rotary base = base^fraction and no scaling; pick a base whose power "
+                         "is whole")
     return config
 
 # %% ../nbs/07a_interop.ipynb #5a54a7e5
@@ -91,8 +94,9 @@ def bridge_config(config: ModelConfig, n_ctx: int):
         d_model=config.d_model, d_head=config.head_dim, n_heads=config.n_head, n_layers=config.n_layer, n_ctx=n_ctx,
         d_vocab=config.vocab_size, d_mlp=4 * config.d_model, act_fn="gelu", normalization_type="LN",
         eps=1e-5,  # nn.LayerNorm's default, which TransformerLM keeps
-        attention_dir="causal" if config.causal else "bidirectional", init_weights=False, architecture="TransformerLensNative",
-        positional_embedding_type="rotary" if rotary else "standard", model_name=f"posenc_nb-{config.pos_encoding}")
+        attention_dir="causal" if config.causal else "bidirectional", init_weights=False,
+        architecture="TransformerLensNative", positional_embedding_type="rotary" if rotary else "standard",
+        model_name=f"posenc_nb-{config.pos_encoding}")
     if rotary:
         options = ENCODINGS["rope"].check_options(config.pos_options)
         fraction = options["fraction"]  # partial RoPE: the same rotations, their base over the rotated dimensions
@@ -118,15 +122,18 @@ def parameter_names(n_layer: int) -> dict[str, str]:
 
 @torch.no_grad()
 def bridge_state(model: TransformerLM, n_ctx: int) -> dict[str, torch.Tensor]:
-    "`model`'s weights under TransformerLens's native names: `W_E` scaled by sqrt(d_model), qkv split, the position table as `W_pos`."
+    """`model`'s weights under TransformerLens's native names: `W_E` scaled by sqrt(d_model), qkv split, the position
+    table as `W_pos`."""
     ours, config = model.state_dict(), model.config
     state = {theirs: ours[mine] for theirs, mine in parameter_names(config.n_layer).items()}
     state["embed.weight"] = ours["tok_emb.weight"] * model.embed_scale
     state["unembed.bias"] = ours["lm_head.weight"].new_zeros(config.vocab_size)
     for i in range(config.n_layer):
         for kind in ("weight", "bias"):
-            state |= dict(zip((f"blocks.{i}.attn.{p}.{kind}" for p in QKV), ours[f"blocks.{i}.attn.qkv.{kind}"].chunk(3)))
-    if config.pos_encoding != "rope":  # what the encoding adds at positions 0..n_ctx-1 (it checks n_ctx against its limit)
+            state |= dict(zip((f"blocks.{i}.attn.{p}.{kind}" for p in QKV),
+                              ours[f"blocks.{i}.attn.qkv.{kind}"].chunk(3)))
+    # what the encoding adds at positions 0..n_ctx-1 (it checks n_ctx against its limit)
+    if config.pos_encoding != "rope":
         state["pos_embed.weight"] = model.pos.embed(state["embed.weight"].new_zeros(1, n_ctx, config.d_model))[0]
     return {name: tensor.detach().clone() for name, tensor in state.items()}
 
@@ -204,26 +211,30 @@ def block_differences(cfg) -> dict[str, tuple]:
     head_dim = cfg.d_model // cfg.n_heads
     found_needed = dict(
         architecture=(cfg.architecture, "TransformerLensNative"), normalization_type=(cfg.normalization_type, "LN"),
-        act_fn=(cfg.act_fn, "gelu"), eps=(cfg.eps, 1e-5), d_head=(cfg.d_head, head_dim), d_mlp=(cfg.d_mlp, 4 * cfg.d_model),
-        gated_mlp=(cfg.gated_mlp, False), attn_only=(cfg.attn_only, False), final_rms=(cfg.final_rms, False),
-        n_key_value_heads=(cfg.n_key_value_heads or cfg.n_heads, cfg.n_heads),
+        act_fn=(cfg.act_fn, "gelu"), eps=(cfg.eps, 1e-5), d_head=(cfg.d_head, head_dim),
+        d_mlp=(cfg.d_mlp, 4 * cfg.d_model), gated_mlp=(cfg.gated_mlp, False), attn_only=(cfg.attn_only, False),
+        final_rms=(cfg.final_rms, False), n_key_value_heads=(cfg.n_key_value_heads or cfg.n_heads, cfg.n_heads),
         d_vocab_out=(cfg.d_vocab_out if cfg.d_vocab_out > 0 else cfg.d_vocab, cfg.d_vocab),
-        attn_scale=(cfg.attn_scale if cfg.use_attn_scale and cfg.attn_scale > 0 else math.sqrt(head_dim), math.sqrt(head_dim)),
+        attn_scale=(cfg.attn_scale if cfg.use_attn_scale and cfg.attn_scale > 0 else math.sqrt(head_dim),
+                    math.sqrt(head_dim)),
         soft_caps=(max(cfg.attn_scores_soft_cap or 0, cfg.output_logits_soft_cap or 0) > 0, False),
-        rotary_dim=(rotary := cfg.rotary_dim or head_dim, rotary if rotary % 2 == 0 and rotary <= head_dim else head_dim))
+        rotary_dim=(rotary := cfg.rotary_dim or head_dim,
+                    rotary if rotary % 2 == 0 and rotary <= head_dim else head_dim))
     return {field: pair for field, pair in found_needed.items() if pair[0] != pair[1]}
 
-
+# %% ../nbs/07a_interop.ipynb #dbd4ac0e
 def bridge_encoding(bridge) -> dict:
     "`pos_encoding` and `pos_options` (those off their defaults) of the `ModelConfig` whose positions `bridge` holds."
     cfg, options = bridge.cfg, {}
     if cfg.positional_embedding_type == "rotary":
         scaling = getattr(cfg, "rope_scaling", None) or {"rope_type": None}
-        ours = {kind: name for name, kind in ROPE_SCALING_TYPES.items()}.get(scaling.get("rope_type") or scaling.get("type"))
+        rope_type = scaling.get("rope_type") or scaling.get("type")
+        ours = {kind: name for name, kind in ROPE_SCALING_TYPES.items()}.get(rope_type)
         if ours is None:
             raise ValueError(f"rope_scaling {scaling} has no counterpart among our RoPE scalings; TransformerLM holds "
                              f"{', '.join(f'{k} ({v})' for k, v in ROPE_SCALING_TYPES.items())}")
-        fraction = (cfg.rotary_dim or cfg.d_head) / cfg.d_head  # partial RoPE: our base, raised back from the rotated dimensions
+        # partial RoPE: our base, raised back from the rotated dimensions
+        fraction = (cfg.rotary_dim or cfg.d_head) / cfg.d_head
         name, options = "rope", dict(base=float(cfg.rotary_base) ** (1 / fraction), scaling=ours,
                                      factor=float(scaling.get("factor", 1.0)), fraction=fraction)
     else:
@@ -248,8 +259,8 @@ def from_hooked_transformer(bridge) -> TransformerLM:
     bridge's device; a ValueError naming what departs from our model where it cannot be held exactly."""
     if not (hasattr(bridge, "cfg") and hasattr(bridge, "blocks")):
         ours = ", which is our model already: use it as it is" if isinstance(bridge, TransformerLM) else ""
-        raise TypeError(f"bridge must be TransformerLens's TransformerBridge (what to_hooked_transformer returns), got a "
-                        f"{type(bridge).__name__}{ours}")
+        raise TypeError("bridge must be TransformerLens's TransformerBridge (what to_hooked_transformer returns), got "
+                        f"a {type(bridge).__name__}{ours}")
     cfg = bridge.cfg
     if differences := block_differences(cfg):
         raise ValueError("this TransformerLens model's block is not TransformerLM's: " + "; ".join(
@@ -263,9 +274,9 @@ def from_hooked_transformer(bridge) -> TransformerLM:
         causal=cfg.attention_dir == "causal", **bridge_encoding(bridge))
     untied = (state["embed.weight"] - state["unembed.weight"] * scale).abs().max().item()
     if untied > 1e-6 * scale or state["unembed.bias"].any():
-        raise ValueError(f"TransformerLM ties its embeddings (W_E = sqrt(d_model) W_U^T, no unembedding bias), but this "
-                         f"model's W_E departs from sqrt(d_model) W_U^T by up to {untied:.3g} and its largest |b_U| is "
-                         f"{state['unembed.bias'].abs().max().item():.3g}: it cannot be held exactly")
+        raise ValueError("TransformerLM ties its embeddings (W_E = sqrt(d_model) W_U^T, no unembedding bias), but "
+                         f"this model's W_E departs from sqrt(d_model) W_U^T by up to {untied:.3g} and its largest "
+                         f"|b_U| is {state['unembed.bias'].abs().max().item():.3g}: it cannot be held exactly")
     model = TransformerLM(config).to(model_device(bridge))
     model.load_state_dict(model_state(state, config))
     for weight in model.parameters():  # not Module.to(dtype), which would make RoPE's complex turns real
@@ -279,7 +290,8 @@ COUNT_HOOKS = ("attn.hook_pattern", "hook_attn_out", "hook_resid_post")  # of on
 def block_activations(bridge, ids: torch.Tensor, layer: int = 1) -> dict[str, torch.Tensor]:
     "Block `layer`'s (1..n_layer) `COUNT_HOOKS` for token ids `(B, T)`, from TransformerLens's `run_with_cache`."
     if isinstance(layer, bool) or not isinstance(layer, int) or not 1 <= layer <= bridge.cfg.n_layers:
-        raise ValueError(f"layer {layer!r} has no attention: this model's attention layers are 1..{bridge.cfg.n_layers}")
+        raise ValueError(f"layer {layer!r} has no attention: this model's attention layers are "
+                         f"1..{bridge.cfg.n_layers}")
     names = {hook: f"blocks.{layer - 1}.{hook}" for hook in COUNT_HOOKS}
     with torch.no_grad():
         _, cache = bridge.run_with_cache(ids.to(model_device(bridge)), names_filter=list(names.values()))
@@ -299,5 +311,6 @@ def count_signal(bridge, sequences: torch.Tensor, layer: int = 1, batch_size: in
     spread = (outputs - outputs.mean((0, 1))).norm(dim=-1).pow(2).mean(0).sqrt()
     length = sequences.shape[1]
     seen = np.arange(1, length + 1) if bridge.cfg.attention_dir == "causal" else np.full(length, length)
-    return pd.DataFrame(dict(position=np.arange(length), tokens_seen=seen, entropy=(entropy.mean(0) / len(sequences)).numpy(),
-                             uniform_entropy=np.log(seen), spread=spread.numpy()))
+    return pd.DataFrame(dict(position=np.arange(length), tokens_seen=seen,
+                             entropy=(entropy.mean(0) / len(sequences)).numpy(), uniform_entropy=np.log(seen),
+                             spread=spread.numpy()))

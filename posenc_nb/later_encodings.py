@@ -18,7 +18,8 @@ __all__ = ['t5_bucket', 'T5Bias', 'KerpleLog', 'piecewise_linear', 'FIRE', 'XPos
 
 # %% ../nbs/01a_later_encodings.ipynb #56a5b085
 def t5_bucket(distance: torch.Tensor, causal: bool, buckets: int = 32, max_distance: int = 128) -> torch.Tensor:
-    "T5's bucket of each integer distance m - n: exact below half the buckets, log-spaced up to `max_distance`, then the last."
+    """T5's bucket of each integer distance m - n: exact below half the buckets, log-spaced up to `max_distance`,
+    then the last."""
     if causal:
         offset, distance = 0, distance.clamp(min=0)  # keys after the query are masked: no bucket for them
     else:
@@ -55,8 +56,10 @@ class KerpleLog(PositionalEncoding):
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
-        above_floor = (torch.stack([2 * torch.rand(n_head), torch.rand(n_head)]) - self.floor).clamp(min=1e-3)  # the authors' draws
-        self.unbounded = nn.Parameter(above_floor + torch.log(-torch.expm1(-above_floor)))  # softplus^-1: u for r1 (row 0), r2
+        # the authors' draws
+        above_floor = (torch.stack([2 * torch.rand(n_head), torch.rand(n_head)]) - self.floor).clamp(min=1e-3)
+        # softplus^-1: u for r1 (row 0), r2
+        self.unbounded = nn.Parameter(above_floor + torch.log(-torch.expm1(-above_floor)))
 
     @property
     def rates(self) -> torch.Tensor:
@@ -69,11 +72,13 @@ class KerpleLog(PositionalEncoding):
 
 # %% ../nbs/01a_later_encodings.ipynb #c3f5b8e2
 def piecewise_linear(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
-    """`mlp(x[..., None])` with its outputs first, `(outputs, *x.shape)`, for a one-input ReLU MLP (Linear(1, width), ReLU,
-    Linear(width, outputs)) evaluated as the piecewise-linear function it is: per input, a lookup of its piece and a multiply-add per output."""
+    """`mlp(x[..., None])` with its outputs first, `(outputs, *x.shape)`, for a one-input ReLU MLP (Linear(1, width),
+    ReLU, Linear(width, outputs)) evaluated as the piecewise-linear function it is: per input, a lookup of its piece
+    and a multiply-add per output."""
     w, b, out = mlp[0].weight[:, 0], mlp[0].bias, mlp[2]
     kinks = (-b / w)[w != 0].detach().sort().values  # where a hidden unit switches on or off
-    inside = torch.cat([kinks[:1] - 1, (kinks[1:] + kinks[:-1]) / 2, kinks[-1:] + 1]) if len(kinks) else kinks.new_zeros(1)
+    midpoints = (kinks[1:] + kinks[:-1]) / 2
+    inside = torch.cat([kinks[:1] - 1, midpoints, kinks[-1:] + 1]) if len(kinks) else kinks.new_zeros(1)
     on = (w * inside[:, None] + b > 0).to(w.dtype).detach()  # (pieces, width): the units on in each piece
     slopes, offsets = out.weight @ (on * w).T, out.weight @ (on * b).T + out.bias[:, None]  # (outputs, pieces)
     piece = torch.searchsorted(kinks, x.detach(), out_int32=True).flatten()  # piece p covers (kinks[p - 1], kinks[p]]
@@ -83,19 +88,15 @@ def piecewise_linear(mlp: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/01a_later_encodings.ipynb #51dd0e1e
 @register("fire")
 class FIRE(PositionalEncoding):
-    "FIRE: a learned MLP of the query-normalised log distance psi(i - j) / (psi(max(L, i)) + eps), psi(x) = log(1 + c|x|)."
+    """FIRE: a learned MLP of the query-normalised log distance psi(i - j) / (psi(max(L, i)) + eps), psi(x) = log(1 +
+    c|x|)."""
 
     label, color = "FIRE", "#7f7f7f"
     options = dict(width=32, threshold=0.25)  # MLP width; initial L as a share of max_len
     eps = 1e-6  # as in the authors' code: with L = 0, query 0's normaliser is psi(0) = 0
 
-    @classmethod
-    def check_options(cls, options: dict) -> dict:
-        "Also a finite threshold of at least 0."
-        checked = super().check_options(options)
-        if not 0 <= checked["threshold"] < math.inf:
-            raise ValueError(f"{cls.name} option 'threshold' is the initial L as a share of max_len: a finite number >= 0, got {checked['threshold']}")
-        return checked
+    option_rules = dict(threshold=lambda v: None if 0 <= v < math.inf else
+                        f"is the initial L as a share of max_len: a finite number >= 0, got {v}")
 
     def __init__(self, d_model: int, n_head: int, max_len: int, **options):
         super().__init__(d_model, n_head, max_len, **options)
@@ -105,7 +106,8 @@ class FIRE(PositionalEncoding):
         self.threshold_scale = nn.Parameter(torch.tensor(1.0))  # L = |threshold_scale| x threshold x max_len
 
     def normalised_distance(self, queries: range, keys: range, device=None) -> torch.Tensor:
-        "psi(i - j) / (psi(max(L, i)) + eps) for query positions i in `queries`, key positions j in `keys`: `(len(queries), len(keys))`."
+        """psi(i - j) / (psi(max(L, i)) + eps) for query positions i in `queries`, key positions j in `keys`:
+        `(len(queries), len(keys))`."""
         i, j = (torch.arange(r.start, r.stop, device=device, dtype=torch.float32) for r in (queries, keys))
         psi = lambda x: torch.log1p((self.log_scale * x).abs())
         threshold = (self.threshold_scale * self.options["threshold"] * self.max_len).abs()
@@ -132,7 +134,8 @@ class XPos(RoPE):
 
 # %% ../nbs/01a_later_encodings.ipynb #d3bed45c
 def yarn(head_dim: int, base: float, max_len: int, factor: float, beta_fast: float = 32.0, beta_slow: float = 1.0):
-    "YaRN's frequencies for `factor` times the training length `max_len`, ramped between `beta_fast` and `beta_slow` turns; 0.1 ln s + 1."
+    """YaRN's frequencies for `factor` times the training length `max_len`, ramped between `beta_fast` and
+    `beta_slow` turns; 0.1 ln s + 1."""
     def pair_turning(turns):  # the (fractional) pair index j with max_len x theta_j / 2pi = turns
         return head_dim * math.log(max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
 
@@ -145,6 +148,8 @@ def yarn(head_dim: int, base: float, max_len: int, factor: float, beta_fast: flo
 
 ROPE_SCALINGS.update(
     pi=lambda head_dim, base, max_len, factor: (rope_frequencies(head_dim, base) / factor, 1.0),
-    ntk=lambda head_dim, base, max_len, factor: (rope_frequencies(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0),
+    # NTK-aware: the base raised so that the slowest pair turns `factor` times slower, the fastest as before
+    ntk=lambda head_dim, base, max_len, factor: (
+        rope_frequencies(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0),
     yarn=yarn,
 )

@@ -40,17 +40,20 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def make_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.AdamW:
-    """AdamW with weight decay on the 2-D weights of linear layers only (not biases, LayerNorm or embedding tables); on a
-    CPU or GPU, PyTorch's fused AdamW: one kernel updates every parameter, not a dozen Python-level operations each."""
+    """AdamW with weight decay on the 2-D weights of linear layers only (not biases, LayerNorm or embedding tables); on
+    a CPU or GPU, PyTorch's fused AdamW: one kernel updates every parameter, not a dozen Python-level operations
+    each."""
     tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
     decay = [p for p in model.parameters() if p.ndim == 2 and id(p) not in tables]
     no_decay = [p for p in model.parameters() if p.ndim != 2 or id(p) in tables]
-    return torch.optim.AdamW([dict(params=decay, weight_decay=cfg.weight_decay), dict(params=no_decay, weight_decay=0.0)],
+    return torch.optim.AdamW([dict(params=decay, weight_decay=cfg.weight_decay),
+                              dict(params=no_decay, weight_decay=0.0)],
                              lr=cfg.lr, betas=cfg.betas, fused=next(model.parameters()).device.type in ("cpu", "cuda"))
 
 # %% ../nbs/03d_learner.ipynb #0e9a4f4d
 def summed_loss(model, inputs: torch.Tensor, targets: torch.Tensor, autocast=nullcontext()) -> torch.Tensor:
-    "Summed cross-entropy of `model`'s predictions of the scored `targets` (the others are `IGNORE`), run under `autocast`."
+    """Summed cross-entropy of `model`'s predictions of the scored `targets` (the others are `IGNORE`), run under
+    `autocast`."""
     with autocast:
         logits = model(inputs).logits
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE, reduction="sum")
@@ -58,8 +61,9 @@ def summed_loss(model, inputs: torch.Tensor, targets: torch.Tensor, autocast=nul
 
 def accumulate_gradients(forward, inputs: torch.Tensor, targets: torch.Tensor, n_scored: int, micro_batches: int = 1,
                          autocast=nullcontext(), ddp: DistributedDataParallel | None = None) -> float:
-    """Backpropagate this process's rows of a global batch of `n_scored` scored targets in `micro_batches` parts; returns
-    the global batch's mean loss. `ddp`: the model of every process, whose gradients are averaged on the last part."""
+    """Backpropagate this process's rows of a global batch of `n_scored` scored targets in `micro_batches` parts;
+    returns the global batch's mean loss. `ddp`: the model of every process, whose gradients are averaged on the
+    last part."""
     world_size = dist.get_world_size() if ddp is not None else 1
     loss_sum = torch.zeros((), device=inputs.device)
     parts = list(zip(inputs.chunk(micro_batches), targets.chunk(micro_batches)))
@@ -74,8 +78,9 @@ def accumulate_gradients(forward, inputs: torch.Tensor, targets: torch.Tensor, n
 
 # %% ../nbs/03d_learner.ipynb #0023dc79
 def clipped_update(model: nn.Module, optimizer: torch.optim.Optimizer, lr: float, grad_clip: float) -> float:
-    """One optimizer step at `lr` on the gradients clipped to norm `grad_clip` (0: not clipped); their norm before clipping.
-    A norm that is not finite (a gradient that overflowed) takes no step: it would write inf or NaN into the weights."""
+    """One optimizer step at `lr` on the gradients clipped to norm `grad_clip` (0: not clipped); their norm before
+    clipping. A norm that is not finite (a gradient that overflowed) takes no step: it would write inf or NaN into
+    the weights."""
     for group in optimizer.param_groups:
         group["lr"] = lr
     grad_norm = float(nn.utils.clip_grad_norm_(model.parameters(), grad_clip or math.inf))
@@ -130,16 +135,17 @@ class Processes:
 
 # %% ../nbs/03d_learner.ipynb #3901aeaa
 def _token_streams(cfg: TrainConfig, progress: bool) -> tuple[list, SpecialIds]:
-    """The train and validation tokens of `cfg` and where its tokenizer keeps the special tokens; `ConfigError` unless the
-    model's vocabulary holds the tokenizer's and each split holds a window of `seq_len + 1` tokens. A task has neither:
-    its batches are drawn as it trains (`lm_batch`)."""
+    """The train and validation tokens of `cfg` and where its tokenizer keeps the special tokens; `ConfigError` unless
+    the model's vocabulary holds the tokenizer's and each split holds a window of `seq_len + 1` tokens. A task has
+    neither: its batches are drawn as it trains (`lm_batch`)."""
     if cfg.task:
         return [None, None], SpecialIds()
     tokenizer = tokenizer_of(cfg)
     if (size := tokenizer.get_vocab_size()) > cfg.vocab_size:
-        raise ConfigError([("vocab_size", f"{cfg.vocab_size} is smaller than the {size} entries of tokenizer {cfg.tokenizer} "
-                                          f"(special tokens included); set vocab_size to at least {size} (for GPT-2's, "
-                                          "50304: 50,259 rounded up to a multiple of 64)")])
+        raise ConfigError([("vocab_size",
+                            f"{cfg.vocab_size} is smaller than the {size} entries of tokenizer {cfg.tokenizer} "
+                            f"(special tokens included); set vocab_size to at least {size} (for GPT-2's, "
+                            "50304: 50,259 rounded up to a multiple of 64)")])
     streams = [tokens_of(cfg, split, progress) for split in ("train", "validation")]
     for split, tokens in zip(("train", "validation"), streams):
         if len(tokens) <= cfg.seq_len:
@@ -151,8 +157,9 @@ def _token_streams(cfg: TrainConfig, progress: bool) -> tuple[list, SpecialIds]:
 
 def start_model(cfg: TrainConfig, device: torch.device, out_dir: Path | None = None,
                 meta: dict | None = None) -> tuple[TransformerLM, torch.optim.AdamW]:
-    """`cfg`'s model on `device` and its optimizer, initialised from `cfg.seed` (the same weights in every process), then
-    given the weights and optimizer state of the checkpoint `meta` in `out_dir`, if any; else its `parent`'s weights."""
+    """`cfg`'s model on `device` and its optimizer, initialised from `cfg.seed` (the same weights in every process),
+    then given the weights and optimizer state of the checkpoint `meta` in `out_dir`, if any; else its `parent`'s
+    weights."""
     torch.manual_seed(cfg.seed)
     model = TransformerLM(cfg.model_config()).to(device)
     optimizer = make_optimizer(model, cfg)
@@ -193,11 +200,12 @@ class Learner:
                             for i in range(cfg.eval_batches)]
 
     def train_step(self, step: int) -> float:
-        """Optimizer step `step` (0-based) on the global batch; returns its mean loss. A loss or gradient norm that is not
-        finite takes no step (`grad_norm` is then NaN or that norm)."""
+        """Optimizer step `step` (0-based) on the global batch; returns its mean loss. A loss or gradient norm that is
+        not finite takes no step (`grad_norm` is then NaN or that norm)."""
         rank, world_size = self.procs.rank, self.procs.world_size
         with record_function("batch"):  # the phases `posenc_nb.step_speed.step_breakdown` reads from torch.profiler
-            inputs, targets, n_scored = lm_batch(self.train_tokens, self.cfg, step, rank, world_size, specials=self.specials)
+            inputs, targets, n_scored = lm_batch(self.train_tokens, self.cfg, step, rank, world_size,
+                                                 specials=self.specials)
         torch.manual_seed(derived_seed(self.cfg.seed, step, rank, _DROPOUT))
         loss = accumulate_gradients(self.forward, inputs.to(self.device), targets.to(self.device), n_scored,
                                     self.cfg.grad_accum, self.autocast, self.ddp)
@@ -210,6 +218,6 @@ class Learner:
         return loss
 
     def evaluate(self) -> float:
-        "Mean loss over the fixed validation batches (scored targets only), in micro-batches of the training step's size."
+        "Mean loss over the fixed validation batches (scored targets only), in micro-batches of a training step's size."
         rows = self.cfg.batch_size // (self.cfg.grad_accum * self.procs.world_size)
         return validation_loss(self.model, self.val_batches, rows, self.autocast)

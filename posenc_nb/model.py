@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from .encodings import ENCODINGS, PositionalEncoding, encoding_problem, get_encoding, nopos_layer_problem, nopos_layers
+from .encodings import ENCODINGS, PositionalEncoding, encoding_problem, get_encoding, nopos_layer_problem
+from .encodings import nopos_layers
 import posenc_nb.later_encodings  # noqa: F401 - registers the encodings after the paper: the model takes every one
 from .validation import check_value, choice_problem, fraction_problem, positive_int_problem
 
@@ -38,17 +39,21 @@ class ModelConfig:
     pos_encoding: str = "nopos"
     causal: bool = True  # False: bidirectional attention, for the masked-LM control
     dropout: float = 0.0
-    pos_options: dict = field(default_factory=dict)  # the encoding's own settings, e.g. {"base": 500000.0} for RoPE; {}: defaults
-    start_token: int | None = None  # an id the model puts before every input (a causal model can count from it); None: none
-    nopos_layers: list[int] | str | None = None  # layers that attend without positions, e.g. "every-4" (`encodings.nopos_layers`)
+    # the encoding's own settings, e.g. {"base": 500000.0} for RoPE; {}: defaults
+    pos_options: dict = field(default_factory=dict)
+    # an id the model puts before every input (a causal model can count from it); None: none
+    start_token: int | None = None
+    # layers that attend without positions, e.g. "every-4" (`encodings.nopos_layers`)
+    nopos_layers: list[int] | str | None = None
     nopos_options: dict = field(default_factory=dict)  # NoPos's options on those layers, e.g. Llama 4's temperature
 
     def __post_init__(self):
         "Raise ValueError naming the first field that is wrong, and what it must be."
         for name, rule in _field_rules(self).items():
             check_value(f"ModelConfig.{name}", rule(getattr(self, name)))
-        check_value(f"d_model={self.d_model}", f"is not divisible by n_head={self.n_head}; pick n_head among the divisors of d_model"
-                    if self.d_model % self.n_head else None)
+        check_value(f"d_model={self.d_model}",
+                    f"is not divisible by n_head={self.n_head}; pick n_head among the divisors of d_model"
+                        if self.d_model % self.n_head else None)
         ENCODINGS[self.pos_encoding].check_options(self.pos_options)
         ENCODINGS["nopos"].check_options(self.nopos_options)
 
@@ -77,7 +82,8 @@ def _field_rules(cfg: ModelConfig) -> dict:
             "start_token": lambda v: None if v is None or (type(v) is int and 0 <= v < cfg.vocab_size) else
             f"must be None or a token id in [0, vocab_size={cfg.vocab_size}), got {v!r}",
             "nopos_layers": lambda v: None if v is None else nopos_layer_problem(v, cfg.n_layer, cfg.pos_encoding),
-            "nopos_options": lambda v: "would not be used: nopos_layers names no layer" if v and cfg.nopos_layers is None else None}
+            "nopos_options": lambda v: ("would not be used: nopos_layers names no layer"
+                                        if v and cfg.nopos_layers is None else None)}
 
 # %% ../nbs/01b_model.ipynb #961e373a
 PRESETS: dict[str, dict] = {
@@ -93,22 +99,28 @@ PRESETS: dict[str, dict] = {
 
 # %% ../nbs/01b_model.ipynb #b5ebd2da
 class AttentionBias(NamedTuple):
-    "An additive bias on attention scores, a block of queries at a time, in the attention dtype, future keys at -inf under a causal mask."
+    """An additive bias on attention scores, a block of queries at a time, in the attention dtype, future keys at
+    -inf under a causal mask."""
 
-    block: Callable[[int, int, slice], torch.Tensor]  # (start, end, keys) -> `(1, n_head, end - start, keys)` for queries start..end-1
-    reversed_queries: bool = False  # a block's queries run backwards, from end - 1 to start: how a distance row is viewed without copying
-    block_pairs: int = 2**20  # (query, key) pairs per block of the fused path: a computed block stays within 4 MiB a head
+    # (start, end, keys) -> `(1, n_head, end - start, keys)` for queries start..end-1
+    block: Callable[[int, int, slice], torch.Tensor]
+    # a block's queries run backwards, from end - 1 to start: how a distance row is viewed without copying
+    reversed_queries: bool = False
+    # (query, key) pairs per block of the fused path: a computed block stays within 4 MiB a head
+    block_pairs: int = 2**20
 
 
 def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.dtype, device) -> AttentionBias | None:
-    "The bias of encoding `pos` for inputs of `T` tokens as both attention paths take it, causal mask included; None if none."
+    """The bias of encoding `pos` for inputs of `T` tokens as both attention paths take it, causal mask included;
+    None if none."""
     if (row := pos.distance_bias(T, causal, device)) is not None:
         if causal:  # entries T - 1 + d with d = m - n < 0: keys after the query
             row = row.masked_fill(torch.arange(2 * T - 1, device=row.device) < T - 1, float("-inf"))
         reversed_row = row.flip(-1).to(dtype).contiguous()  # entry T - 1 - d
         def view(start: int, end: int, keys: slice) -> torch.Tensor:  # query end - 1 - r, key n: entry T - end + r + n
             return reversed_row.as_strided((1, row.shape[0], end - start, T), (0, 2 * T - 1, 1, 1), T - end)[..., keys]
-        return AttentionBias(view, reversed_queries=True, block_pairs=1024 * T)  # views cost nothing: blocks of 1024 queries
+        # views cost nothing: blocks of 1024 queries
+        return AttentionBias(view, reversed_queries=True, block_pairs=1024 * T)
     if pos.attn_bias(range(1), range(1), causal, device) is None:  # a 1 x 1 block tells whether there is one
         return None
 
@@ -116,24 +128,29 @@ def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.d
         queries, keys = range(start, end), range(T)[keys]
         bias = pos.attn_bias(queries, keys, causal, device)
         if causal:  # keys 0..end-1: only those from `start` on come after some query of the block
-            bias[..., start:].masked_fill_(torch.ones(end - start, end - start, dtype=torch.bool, device=bias.device).triu(1), float("-inf"))
+            later = torch.ones(end - start, end - start, dtype=torch.bool, device=bias.device).triu(1)
+            bias[..., start:].masked_fill_(later, float("-inf"))
         return bias.to(dtype)[None]
 
     return AttentionBias(block)
 
 # %% ../nbs/01b_model.ipynb #090ba379
-def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0, block: int | None = None):
-    "Attention without materialising probabilities, in blocks of `block` queries (default: the bias's `block_pairs` / T); `bias` from `attention_bias`."
+def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0,
+                    block: int | None = None):
+    """Attention without materialising probabilities, in blocks of `block` queries (default: the bias's `block_pairs`
+    / T); `bias` from `attention_bias`."""
     if bias is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, dropout_p=dropout_p)
     T = q.shape[-2]
     block = block or max(1, bias.block_pairs // T)
-    order = (lambda x: x.flip(-2)) if bias.reversed_queries else (lambda x: x)  # a block's queries in the bias's order, and back
+    # a block's queries in the bias's order, and back
+    order = (lambda x: x.flip(-2)) if bias.reversed_queries else (lambda x: x)
     output = q.new_empty(*q.shape[:-1], v.shape[-1])
     for start in range(0, T, block):
         end = min(start + block, T)
         keys = slice(0, end) if causal else slice(None)  # under the causal mask, only keys n < end
-        attended = F.scaled_dot_product_attention(order(q[..., start:end, :]), k[..., keys, :], v[..., keys, :], bias.block(start, end, keys), dropout_p)
+        attended = F.scaled_dot_product_attention(order(q[..., start:end, :]), k[..., keys, :], v[..., keys, :],
+                                                  bias.block(start, end, keys), dropout_p)
         output[..., start:end, :] = order(attended)
     return output
 
@@ -152,9 +169,9 @@ def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropou
 
 # %% ../nbs/01b_model.ipynb #c1073353
 def attention_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype attention runs in, for a block's input `x`: `x`'s, or autocast's when it is on - except on the CPU, where
-    attention stays in float32 under autocast: there PyTorch's flash-attention kernel took longer in bfloat16 than in
-    float32 (2.7x: forward and backward, 16 sequences x 4 heads x 128 positions x 32 dimensions, one thread)."""
+    """The dtype attention runs in, for a block's input `x`: `x`'s, or autocast's when it is on - except on the CPU,
+    where attention stays in float32 under autocast: there PyTorch's flash-attention kernel took longer in bfloat16
+    than in float32 (2.7x: forward and backward, 16 sequences x 4 heads x 128 positions x 32 dimensions, one thread)."""
     device = x.device.type
     if not torch.is_autocast_enabled(device):
         return x.dtype
@@ -216,11 +233,15 @@ class LMOutput:
     "What `TransformerLM` returns."
 
     logits: torch.Tensor  # (B, T, vocab_size)
-    hidden_states: tuple[torch.Tensor, ...] | None = None  # n_layer + 1 of (B, T, d_model): embedding output, then each block's
-    attentions: tuple[torch.Tensor, ...] | None = None  # n_layer of (B, n_head, T, T) probabilities (T + 1: a start token first)
+    # n_layer + 1 of (B, T, d_model): embedding output, then each block's
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    # n_layer of (B, n_head, T, T) probabilities (T + 1: a start token first)
+    attentions: tuple[torch.Tensor, ...] | None = None
 
 # %% ../nbs/01b_model.ipynb #00b7eacf
-MODEL_VERSION = 3  # what a checkpoint's weights mean: 3 fairseq's sinusoidal table, KERPLE's softplus rates; 2 token embeddings scaled by sqrt(d_model); 1 unscaled
+# what a checkpoint's weights mean: 3 fairseq's sinusoidal table, KERPLE's softplus rates; 2 token embeddings scaled by
+# sqrt(d_model); 1 unscaled
+MODEL_VERSION = 3
 
 
 def _init_linear(module: nn.Module):
@@ -233,7 +254,8 @@ def _init_linear(module: nn.Module):
 
 def _init_weights(model: nn.Module):
     "GPT-2's initialisation of `model`'s embedding and blocks (the encoding initialises its own parameters)."
-    nn.init.normal_(model.tok_emb.weight, std=model.config.d_model**-0.5)  # scaled by sqrt(d_model): rows of size 1 per entry
+    # scaled by sqrt(d_model): rows of size 1 per entry
+    nn.init.normal_(model.tok_emb.weight, std=model.config.d_model**-0.5)
     model.blocks.apply(_init_linear)
     for block in model.blocks:  # residual projections: keep the stream's variance independent of depth
         for proj in (block.attn.proj, block.mlp.proj):
@@ -243,12 +265,14 @@ def _init_weights(model: nn.Module):
 def model_inputs(idx: torch.Tensor, start_token: int | None) -> torch.Tensor:
     "Token ids `idx` `(B, T)`, checked for shape and dtype, with `start_token` before each row unless it is None."
     if idx.ndim != 2 or idx.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape {tuple(idx.shape)}")
+        raise ValueError(f"expected token ids as an integer tensor (batch, length), got {idx.dtype} of shape "
+                         f"{tuple(idx.shape)}")
     return idx if start_token is None else torch.cat([idx.new_full((len(idx), 1), start_token), idx], dim=1)
 
 
 def layer_encodings(model: TransformerLM) -> list[PositionalEncoding]:
-    "The encoding each block of `model` attends with: its `nopos` on the layers of `config.nopos_layers`, its `pos` elsewhere."
+    """The encoding each block of `model` attends with: its `nopos` on the layers of `config.nopos_layers`, its `pos`
+    elsewhere."""
     without = [] if model.nopos is None else nopos_layers(model.config.nopos_layers, model.config.n_layer)
     return [model.nopos if i in without else model.pos for i in range(model.config.n_layer)]
 
@@ -261,7 +285,8 @@ class TransformerLM(nn.Module):
         self.config = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.pos = get_encoding(cfg.pos_encoding, cfg.d_model, cfg.n_head, cfg.positions, **cfg.pos_options)
-        self.nopos = None if cfg.nopos_layers is None else get_encoding("nopos", cfg.d_model, cfg.n_head, cfg.positions, **cfg.nopos_options)
+        self.nopos = (None if cfg.nopos_layers is None
+                      else get_encoding("nopos", cfg.d_model, cfg.n_head, cfg.positions, **cfg.nopos_options))
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model)
@@ -274,9 +299,10 @@ class TransformerLM(nn.Module):
         "Number of parameters, the tied embedding counted once."
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: torch.Tensor, output_hidden_states: bool = False, output_attentions: bool = False) -> LMOutput:
-        """Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request. With a `start_token`
-        the model runs on it and `idx` (T + 1 positions): logits and hidden states are `idx`'s, the maps keep it first."""
+    def forward(self, idx: torch.Tensor, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> LMOutput:
+        """Logits for token ids `idx` `(B, T)`; hidden states and attention probabilities on request. A `start_token`
+        runs before `idx` (T + 1 positions): logits and hidden states are `idx`'s, the maps keep it first."""
         start = self.config.start_token
         idx = model_inputs(idx, start)  # a start token takes a position of its own, before every input
         try:
@@ -299,7 +325,8 @@ class TransformerLM(nn.Module):
 # %% ../nbs/01b_model.ipynb #ed72a785
 @torch.no_grad()
 def position_token_ratio(model: TransformerLM) -> float:
-    "Mean norm of what the encoding adds to the embeddings over positions 0..max_len-1, over a scaled token embedding's."
+    """Mean norm of what the encoding adds to the embeddings over positions 0..max_len-1, over a scaled token
+    embedding's."""
     zeros = torch.zeros(1, model.config.max_len, model.config.d_model, device=model.tok_emb.weight.device)
     added = model.pos.embed(zeros)[0].norm(dim=-1).mean()
     tokens = (model.tok_emb.weight * model.embed_scale).norm(dim=-1).mean()
@@ -312,18 +339,18 @@ def check_token_ids(ids, vocab_size: int):
         return
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= vocab_size:
-        raise ValueError(
-            f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}, got ids from {lo} to {hi}; "
-            "was the tokenizer built with the same vocabulary?"
-        )
+        raise ValueError(f"token ids must lie in [0, {vocab_size}) for vocab_size={vocab_size}, got ids from {lo} to "
+                         f"{hi}; " "was the tokenizer built with the same vocabulary?")
 
 # %% ../nbs/01b_model.ipynb #d8558bbf
 @contextmanager
 def encoding_options(model: TransformerLM, **options):
-    "Within the block, `model`'s encoding is rebuilt with `options` over its own (its weights kept); restored afterwards."
+    """Within the block, `model`'s encoding is rebuilt with `options` over its own (its weights kept); restored
+    afterwards."""
     pos, config = model.pos, model.config
     scaled_config = replace(config, pos_options={**config.pos_options, **options})  # checks the options
-    scaled = get_encoding(config.pos_encoding, config.d_model, config.n_head, config.positions, **scaled_config.pos_options)
+    scaled = get_encoding(config.pos_encoding, config.d_model, config.n_head, config.positions,
+                          **scaled_config.pos_options)
     scaled.load_state_dict(pos.state_dict())
     model.pos, model.config = scaled.to(model.tok_emb.weight.device).train(pos.training), scaled_config
     try:

@@ -32,9 +32,10 @@ __all__ = ['POSITION_TABLES', 'WHITESPACE', 'WORD_ORDER_LOSSES', 'SHADES', 'mask
 
 # %% ../nbs/04b_order.ipynb #6d1ea603
 def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0.15, seed: int = 0,
-                     max_tokens: int | None = None, specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """`tokens` as consecutive `seq_len`-token sequences, masked as in training with the tokenizer's `specials`: (inputs,
-    targets (`IGNORE` if unscored), n scored)."""
+                     max_tokens: int | None = None,
+                     specials: SpecialIds = SpecialIds()) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """`tokens` as consecutive `seq_len`-token sequences, masked as in training with the tokenizer's `specials`:
+    (inputs, targets (`IGNORE` if unscored), n scored)."""
     if not 0 < mask_prob < 1:
         raise ValueError(f"mask_prob must be between 0 and 1, got {mask_prob}")
     seq_len = positive_int(seq_len, "seq_len")
@@ -45,18 +46,20 @@ def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0
     return mask_for_mlm(sequences, mask_prob, vocab_size, seed, specials=specials)
 
 
-def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed: int = 0, max_tokens: int | None = None,
-                      batch_size: int = 8, encoding: str | None = None, specials: SpecialIds = SpecialIds(),
-                      shuffle_seed: int | None = None) -> pd.DataFrame:
+def masked_perplexity(model, tokens, seq_len: int, mask_prob: float = 0.15, seed: int = 0,
+                      max_tokens: int | None = None, batch_size: int = 8, encoding: str | None = None,
+                      specials: SpecialIds = SpecialIds(), shuffle_seed: int | None = None) -> pd.DataFrame:
     """Masked-LM perplexity of a bidirectional `model` over the `masked_sequences` of `tokens` (one row; `specials`: the
     tokenizer's); with a `shuffle_seed`, on the same masks with the unmasked input shuffled (`shuffle_unmasked`)."""
     check_causal(model, False, "masked perplexity", instead="perplexity_by_length")
     seq_len = check_context_length(model, seq_len)
     tokens = check_tokens(model, tokens)
-    inputs, targets, count = masked_sequences(tokens, seq_len, model.config.vocab_size, mask_prob, seed, max_tokens, specials)
+    inputs, targets, count = masked_sequences(tokens, seq_len, model.config.vocab_size, mask_prob, seed, max_tokens,
+                                              specials)
     if shuffle_seed is not None:  # the order-use test of a model without a table of positions
         inputs = shuffle_unmasked(inputs, targets, shuffle_seed)
-    note = f"mask_prob={mask_prob}" + ("" if shuffle_seed is None else f", unmasked input shuffled (seed {shuffle_seed})")
+    note = f"mask_prob={mask_prob}" + ("" if shuffle_seed is None
+                                       else f", unmasked input shuffled (seed {shuffle_seed})")
     total, device, step = 0.0, model_device(model), rows_per_batch(model, seq_len, batch_size)
     with frozen(model):
         for start in range(0, len(inputs), step):
@@ -73,11 +76,11 @@ POSITION_TABLES = (Learned, Sinusoidal)  # the encodings that add a vector per p
 
 @contextmanager
 def permuted_positions(model, seed: int = 0):
-    """Within the block, the rows of `model`'s table of positions (learned or sinusoidal) are randomly permuted; yields the
-    order, then restores them."""
+    """Within the block, the rows of `model`'s table of positions (learned or sinusoidal) are randomly permuted; yields
+    the order, then restores them."""
     if not isinstance(model.pos, POSITION_TABLES):
-        raise ValueError(f"{model.pos.label} has no table of positions to permute: permuted_positions needs a model trained "
-                         f"with pos_encoding {' or '.join(repr(c.name) for c in POSITION_TABLES)}")
+        raise ValueError(f"{model.pos.label} has no table of positions to permute: permuted_positions needs a model "
+                         f"trained with pos_encoding {' or '.join(repr(c.name) for c in POSITION_TABLES)}")
     table = model.pos.table
     weight = table.weight if isinstance(table, nn.Embedding) else table  # a learned table, or the sinusoidal buffer
     saved = weight.detach().clone()
@@ -95,23 +98,26 @@ def shuffle_unmasked(inputs: torch.Tensor, targets: torch.Tensor, seed: int) -> 
     """A copy of masked `inputs` (from `masked_sequences`) in which, row by row, the tokens at unscored positions
     (`targets == IGNORE`) are randomly permuted among those positions; every scored position keeps its input."""
     if inputs.shape != targets.shape:
-        raise ValueError(f"inputs {tuple(inputs.shape)} and targets {tuple(targets.shape)} differ in shape: pass the inputs "
-                         "and targets of one masked_sequences call")
+        raise ValueError(f"inputs {tuple(inputs.shape)} and targets {tuple(targets.shape)} differ in shape: pass the "
+                         "inputs and targets of one masked_sequences call")
     scored = targets != IGNORE
     keys = torch.rand(inputs.shape, generator=torch.Generator().manual_seed(seed)).to(inputs.device)
-    places = scored.to(torch.int8).argsort(dim=1, stable=True)  # each row: its unscored positions in order, then its scored
-    sources = torch.where(scored, 2.0, keys).argsort(dim=1, stable=True)  # the unscored in a random order, then the scored
+    # each row: its unscored positions in order, then its scored
+    places = scored.to(torch.int8).argsort(dim=1, stable=True)
+    # the unscored in a random order, then the scored
+    sources = torch.where(scored, 2.0, keys).argsort(dim=1, stable=True)
     return inputs.scatter(1, places, inputs.gather(1, sources))
 
 # %% ../nbs/04b_order.ipynb #f3f4bc5b
 def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max_tokens: int | None = None,
                      batch_size: int = 8, encoding: str | None = None) -> pd.DataFrame:
-    "Mean next-token loss (nats) at position 0, then in `n_buckets` consecutive segments of positions 1.. of full `context_length` windows."
+    """Mean next-token loss (nats) at position 0, then in `n_buckets` consecutive segments of positions 1.. of full
+    `context_length` windows."""
     context_length = check_context_length(model, context_length)
     n_buckets = positive_int(n_buckets, "n_buckets")
     if n_buckets >= context_length:
-        raise ValueError(f"n_buckets={n_buckets} is more than the {context_length - 1} positions after position 0 of the "
-                         f"context: give at most {context_length - 1} buckets or a longer context")
+        raise ValueError(f"n_buckets={n_buckets} is more than the {context_length - 1} positions after position 0 of "
+                         f"the context: give at most {context_length - 1} buckets or a longer context")
     check_causal(model, True, "next-token loss by position")
     tokens = check_tokens(model, tokens)
     windows = eval_windows(tokens, context_length, max_tokens=max_tokens)
@@ -136,7 +142,8 @@ def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max
 
 
 def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None, unit: str = "nats a token"):
-    "Loss at position 0 and per context segment after it, one line per encoding (the paper's appendix Fig. 4); `unit`: `loss_unit`."
+    """Loss at position 0 and per context segment after it, one line per encoding (the paper's appendix Fig. 4);
+    `unit`: `loss_unit`."""
     fig, ax = new_figure()
     plot_by_encoding(ax, df, "bucket", "loss")
     ticks = df.drop_duplicates("bucket").sort_values("bucket")
@@ -149,11 +156,12 @@ def plot_loss_by_position(df: pd.DataFrame, caption: str | None = None, unit: st
 # %% ../nbs/04b_order.ipynb #fa121ddb
 def shuffle_prefix(window: torch.Tensor, target: int, rng: np.random.Generator, keep_last: bool = True) -> torch.Tensor:
     """A copy of `window` with the prefix `window[:target]` in another order (unless all its tokens are equal); with
-    `keep_last`, `window[target - 1]` (the token the target is predicted from) stays and only the tokens before it move."""
+    `keep_last`, `window[target - 1]` (the token the target is predicted from) stays and only the tokens before it
+    move."""
     lowest = 3 if keep_last else 2  # two tokens to shuffle
     if not lowest <= target <= len(window):
-        raise ValueError(f"target={target} must be between {lowest} (two tokens to shuffle{' before target - 1' if keep_last else ''}) "
-                         f"and the window length {len(window)}")
+        raise ValueError(f"target={target} must be between {lowest} (two tokens to "
+                         f"shuffle{' before target - 1' if keep_last else ''}) and the window length {len(window)}")
     n_shuffled = target - 1 if keep_last else target
     prefix, shuffled = window[:n_shuffled], window.clone()
     if (prefix == prefix[0]).all():  # one token repeated: no order to change
@@ -171,35 +179,41 @@ WHITESPACE = frozenset(" \t\n\r\x0b\x0c")  # the bytes `bytes.isspace` calls whi
 @dataclass(frozen=True)
 class WordBreaks:
     """Where words break in a tokenizer's ids: per id, whether its text `begins` and whether it `ends` with whitespace.
-    A word is a run of whitespace and the text after it up to the next whitespace (the space before a word goes with it)."""
+    A word is a run of whitespace and the text after it up to the next whitespace (the space before a word goes with
+    it)."""
     begins: np.ndarray
     ends: np.ndarray
 
     @classmethod
     def of(cls, tokenizer) -> WordBreaks:
-        "Read off `tokenizer`, each id decoded alone; a special token is whitespace at both ends (a document's end ends a word)."
+        """Read off `tokenizer`, each id decoded alone; a special token is whitespace at both ends (a document's end
+        ends a word)."""
         texts = [tokenizer.decode([i]) for i in range(tokenizer.get_vocab_size())]
         begins, ends = (np.array([text[edge:][:1] in WHITESPACE for text in texts]) for edge in (0, -1))
         specials = [i for token in SPECIAL_TOKENS if (i := tokenizer.token_to_id(token)) is not None]
         if not np.delete(begins, specials).any():
-            raise ValueError(f"no token of this {len(texts)}-token tokenizer decodes to text that begins with whitespace, so "
-                             "its words cannot be found: give a tokenizer that keeps the spaces in its tokens (a byte-level "
-                             "one, as trained here), or tokenizer=None to leave the words form out")
+            raise ValueError(f"no token of this {len(texts)}-token tokenizer decodes to text that begins with "
+                             "whitespace, so its words cannot be found: give a tokenizer that keeps the spaces in "
+                             "its tokens (a byte-level one, as trained here), or tokenizer=None to leave the words "
+                             "form out")
         begins[specials] = ends[specials] = True
         return cls(begins, ends)
 
     def starts(self, ids) -> np.ndarray:
-        "Where each word of `ids` starts: at 0, and at each token that begins with whitespace after one that does not end with it."
+        """Where each word of `ids` starts: at 0, and at each token that begins with whitespace after one that does
+        not end with it."""
         ids = np.asarray(ids)
         return np.flatnonzero(np.r_[True, self.begins[ids[1:]] & ~self.ends[ids[:-1]]])
 
 # %% ../nbs/04b_order.ipynb #7d0e2b16
-def shuffle_prefix_words(window: torch.Tensor, target: int, rng: np.random.Generator, breaks: WordBreaks) -> torch.Tensor:
+def shuffle_prefix_words(window: torch.Tensor, target: int, rng: np.random.Generator,
+                         breaks: WordBreaks) -> torch.Tensor:
     """A copy of `window` with the whole words of the prefix `window[:target]` (by `breaks`) in another order, each
     word's tokens in their order. A partial word (the target's, holding `window[target - 1]`) stays in place at the end;
     a target that starts a word has none, and every word moves. The window as it is when no two moving words differ."""
     if not 1 <= target <= len(window):
-        raise ValueError(f"target={target} must be between 1 (a token before the target) and the window length {len(window)}")
+        raise ValueError(f"target={target} must be between 1 (a token before the target) and the window length "
+                         f"{len(window)}")
     starts = breaks.starts(window[: target + 1])  # with `window[target]`: whether the target starts a word
     words = [window[a:b] for a, b in zip(starts[:-1], starts[1:])]  # the whole words; what stays starts at starts[-1]
     shuffled = window.clone()
@@ -215,7 +229,8 @@ WORD_ORDER_LOSSES = {"loss_intact": "prefix intact", "loss_shuffled_words": "wor
                      "loss_shuffled_all": "all shuffled"}  # `word_order_losses` columns, the least shuffled first
 
 
-def _span_losses(model, windows: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor, batch_size: int) -> np.ndarray:
+def _span_losses(model, windows: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
+                 batch_size: int) -> np.ndarray:
     """Per row of `windows`, the summed next-token loss of its `lengths[i]` tokens from `targets[i]` on, each predicted
     from the logits at the token before it, the model reading `windows[:, :-1]`."""
     positions = torch.arange(windows.shape[1] - 1)  # the logits at p predict windows[:, p + 1]
@@ -242,19 +257,22 @@ def _sample_targets(tokens: np.ndarray, context_length: int, n_samples: int, min
     ends = np.searchsorted(edges, edges + context_length + 1, side="right") - 1  # its words before this one end in time
     windows = np.flatnonzero((ends > firsts) & (edges + context_length < len(tokens)))
     if not len(windows):
-        raise ValueError(f"no {context_length}-token window that starts at a word holds a whole word after {min_target} "
-                         f"tokens of whole words in these {len(tokens)} tokens: give a longer context or more tokens")
+        raise ValueError(f"no {context_length}-token window that starts at a word holds a whole word after "
+                         f"{min_target} tokens of whole words in these {len(tokens)} tokens: give a longer context or "
+                         "more tokens")
     window = rng.choice(windows, n_samples)
     word = rng.integers(firsts[window], ends[window])
     return edges[window], edges[word] - edges[window], edges[word + 1] - edges[word]
 
 # %% ../nbs/04b_order.ipynb #6353686e
 def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, seed: int = 0, min_target: int = 5,
-                      batch_size: int = 16, encoding: str | None = None, tokenizer=None, unit: str = "token") -> pd.DataFrame:
+                      batch_size: int = 16, encoding: str | None = None, tokenizer=None,
+                      unit: str = "token") -> pd.DataFrame:
     """Loss of sampled targets (`_sample_targets`: a token, or with `unit="word"` a whole word, its loss summed over its
-    `word_length` tokens) after their intact prefix and after it shuffled in each form of `WORD_ORDER_LOSSES`: its tokens
-    by `shuffle_prefix`, the last kept or not, and, given the model's `tokenizer` to find words, its words by
-    `shuffle_prefix_words` (`n_words`: the whole words it moves). One row per sample; `target_unit`: what a loss is per."""
+    `word_length` tokens) after their intact prefix and after it shuffled in each form of `WORD_ORDER_LOSSES`: its
+    tokens by `shuffle_prefix`, the last kept or not, and, given the model's `tokenizer` to find words, its words by
+    `shuffle_prefix_words` (`n_words`: the whole words it moves). One row per sample; `target_unit`: what a loss is
+    per."""
     check_causal(model, True, "the word-order experiment (a next-token loss)")
     context_length = check_context_length(model, context_length)
     n_samples, min_target = positive_int(n_samples, "n_samples"), positive_int(min_target, "min_target")
@@ -267,12 +285,14 @@ def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, 
         raise ValueError("unit='word' finds the words with the model's tokenizer: pass tokenizer=")
     tokens = check_tokens(model, tokens)
     if len(tokens) < context_length + 1:
-        raise ValueError(f"{len(tokens)} tokens do not fill one {context_length}-token window: give more tokens or a shorter context")
+        raise ValueError(f"{len(tokens)} tokens do not fill one {context_length}-token window: give more tokens or a "
+                         "shorter context")
     if tokenizer is not None:
         check_tokenizer(model, tokenizer)
     breaks = None if tokenizer is None else WordBreaks.of(tokenizer)
     rng = np.random.default_rng(seed)
-    starts, targets, lengths = _sample_targets(tokens, context_length, n_samples, min_target, rng, breaks if unit == "word" else None)
+    starts, targets, lengths = _sample_targets(tokens, context_length, n_samples, min_target, rng,
+                                               breaks if unit == "word" else None)
     intact = torch.as_tensor(np.stack([tokens[s : s + context_length + 1] for s in starts]).astype(np.int64))
     shuffles = {"loss_shuffled_keep_last": lambda w, t: shuffle_prefix(w, t, rng),
                 "loss_shuffled_all": lambda w, t: shuffle_prefix(w, t, rng, keep_last=False)}
@@ -281,7 +301,8 @@ def word_order_losses(model, tokens, context_length: int, n_samples: int = 100, 
     inputs = {"loss_intact": intact} | {column: torch.stack([shuffle(w, t) for w, t in zip(intact, targets)])
                                         for column, shuffle in shuffles.items()}
     spans = torch.as_tensor(targets), torch.as_tensor(lengths)
-    losses = {column: _span_losses(model, inputs[column], *spans, batch_size) for column in WORD_ORDER_LOSSES if column in inputs}
+    losses = {column: _span_losses(model, inputs[column], *spans, batch_size)
+              for column in WORD_ORDER_LOSSES if column in inputs}
     words = {"word_length": lengths} if unit == "word" else {}
     if breaks is not None:
         words["n_words"] = [len(breaks.starts(w[: t + 1])) - 1 for w, t in zip(intact, targets)]
@@ -313,10 +334,12 @@ def plot_word_order(df: pd.DataFrame, caption: str | None = None):
             per_seed = rows.groupby("seed")[columns].mean()
             ax.errorbar(positions, per_seed.mean(), yerr=per_seed.std(), fmt="D", color="black", ms=4, capsize=3,
                         label="mean +- std over seeds" if i == 0 else None)
-    ax.set_xticks([step * i + (len(columns) - 1) / 2 for i in range(len(encodings))], [encoding_label(e) for e in encodings])
+    ax.set_xticks([step * i + (len(columns) - 1) / 2 for i in range(len(encodings))],
+                  [encoding_label(e) for e in encodings])
     style_axes(ax, "positional encoding (boxes in legend order)", f"target loss (nats a {units[0]})")
     shades = [Patch(color="0.4", alpha=SHADES[column], label=WORD_ORDER_LOSSES[column]) for column in columns]
-    ax.legend(handles=ax.get_legend_handles_labels()[0] + shades, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
+    ax.legend(handles=ax.get_legend_handles_labels()[0] + shades, frameon=False, loc="upper left",
+              bbox_to_anchor=(1, 1))
     if caption:
         add_caption(fig, caption)
     return fig

@@ -33,7 +33,8 @@ __all__ = ['OUTPUT_TABLES', 'OutputTable', 'table_problem', 'save_table', 'Stale
 # %% ../nbs/05f_outputs.ipynb #f5o00002
 @dataclass(frozen=True)
 class OutputTable:
-    "A CSV of the experiments: what a `row` is, the `columns` its readers rely on, and which of them may be empty (`sparse`)."
+    """A CSV of the experiments: what a `row` is, the `columns` its readers rely on, and which of them may be empty
+    (`sparse`)."""
     row: str
     columns: tuple[str, ...]
     sparse: tuple[str, ...] = ()
@@ -44,8 +45,10 @@ def _table(row: str, columns: str, sparse: str = "") -> OutputTable:
 
 
 OUTPUT_TABLES = {  # the file each notebook writes, in the order the notebooks run
-    "positive_arm.csv": _table("a permutation of the core learned model's position table: its cost, beside the last-layer probe",
-                               "permutation loss_intact loss_permuted permutation_cost probe_mad probe_median_mad middle_mad passed"),
+    "positive_arm.csv": _table("a permutation of the core learned model's position table: its cost, beside the "
+                               "last-layer probe",
+                               "permutation loss_intact loss_permuted permutation_cost probe_mad probe_median_mad "
+                               "middle_mad passed"),
     "nopos_positive_arm.csv": _table("a core NoPos model: its loss with a quarter of its context and with all of it",
                                      "seed short_length long_length nll_short nll_long gain_nats tokens_scored steps"),
     "extrapolation.csv": _table("a core model scored at a context length, in non-overlapping or sliding windows",
@@ -54,9 +57,11 @@ OUTPUT_TABLES = {  # the file each notebook writes, in the order the notebooks r
                               "encoding seed short_length train_length gain_nats ratio tokens_scored stride"),
     "attention_heatmaps.csv": _table("one attention weight of a heatmap: a query and a key of the sentence",
                                      "attention text query_token key_token weight"),
-    "attention_permutation_gap.csv": _table("a NoPos attention: how far a shuffled sentence's map is from the original's, shuffled",
+    "attention_permutation_gap.csv": _table("a NoPos attention: how far a shuffled sentence's map is from the "
+                                            "original's, shuffled",
                                             "encoding attention permutation_gap shared_keys_gap"),
-    "table1_corpora.csv": _table("a Table 1 model (a corpus, an encoding, one seed)", "corpus encoding seed perplexity train_tokens"),
+    "table1_corpora.csv": _table("a Table 1 model (a corpus, an encoding, one seed)",
+                                 "corpus encoding seed perplexity train_tokens"),
     "table2_model_sizes.csv": _table("a Table 2 model (a size, an encoding, one seed)",
                                      "variant n_params encoding seed perplexity train_tokens vocab_size"),
     "table3_train_lengths.csv": _table("a Table 3 model (a training length, an encoding, one seed), at its own length",
@@ -68,23 +73,27 @@ OUTPUT_TABLES |= {
     "probe_mad.csv": _table("a probe on one layer of a model or of its untrained control: its held-out errors",
                             "encoding trained seed layer probe mad median_mad mad_epoch median_mad_epoch epochs_run "
                             "still_improving random_mad middle_mad"),
-    "probe_predictions.csv": _table("a position, for NoPos's best-layer probe: its mean prediction, a band and one window's",
+    "probe_predictions.csv": _table("a position, for NoPos's best-layer probe: its mean prediction, a band and one "
+                                    "window's",
                                     "position mean lower upper example"),
     "mlm_control.csv": _table("a masked or causal LM, as trained or under its order-use test",
                               "encoding variant objective seed perplexity unigram_perplexity"),
-    "mlm_control_summary.csv": _table("`mlm_control.csv` over seeds", "encoding variant objective perplexity_mean n_seeds",
-                                      "perplexity_std"),
+    "mlm_control_summary.csv": _table("`mlm_control.csv` over seeds",
+                                      "encoding variant objective perplexity_mean n_seeds", "perplexity_std"),
     "mlm_order_use.csv": _table("a masked LM's order-use test on one seed: its cost and the arm's verdict",
                                 "encoding seed test cost_nats uses_order"),
-    "loss_by_position.csv": _table("a model's loss over a segment of positions", "encoding seed bucket start end segment loss"),
-    "loss_by_position_summary.csv": _table("`loss_by_position.csv` over seeds", "encoding bucket segment loss_mean n_seeds",
-                                           "loss_std"),
+    "loss_by_position.csv": _table("a model's loss over a segment of positions",
+                                   "encoding seed bucket start end segment loss"),
+    "loss_by_position_summary.csv": _table("`loss_by_position.csv` over seeds",
+                                           "encoding bucket segment loss_mean n_seeds", "loss_std"),
     "word_order.csv": _table("a sampled next word, its loss with its prefix intact and shuffled each way",
                              "encoding seed target_index word_length n_words " + " ".join(WORD_ORDER_LOSSES)),
     "word_order_summary.csv": _table("a model's mean word losses and shuffle penalties over seeds", "encoding n_seeds "
-                                     + " ".join(f"{v}_mean" for v in [*WORD_ORDER_LOSSES, "penalty_words", "penalty_keep_last", "penalty_all"]),
+                                     + " ".join(f"{v}_mean" for v in [*WORD_ORDER_LOSSES, "penalty_words",
+                                                                     "penalty_keep_last", "penalty_all"]),
                                      " ".join(f"{v}_std" for v in WORD_ORDER_LOSSES)),
-    "beyond_perplexity.csv": _table("a model of every encoding scored at a context length", "encoding variant context_length perplexity"),
+    "beyond_perplexity.csv": _table("a model of every encoding scored at a context length",
+                                    "encoding variant context_length perplexity"),
     "beyond_probe.csv": _table("a probe on one layer of a model of every encoding", "encoding layer mad random_mad"),
     "beyond_the_paper.csv": _table("a model of every encoding: its extrapolation ratio and probe",
                                    "encoding variant extrapolation_ratio probe_best",
@@ -95,18 +104,24 @@ OUTPUT_TABLES |= {
 
 # %% ../nbs/05f_outputs.ipynb #f5o00007
 OUTPUT_TABLES |= {
-    "counting_entropy.csv": _table("a head's attention entropy at a position", "model layer head position entropy uniform_entropy"),
-    "counting_spread.csv": _table("the spread of block 1's output at a position", "model layer position tokens_seen spread norm"),
+    "counting_entropy.csv": _table("a head's attention entropy at a position",
+                                   "model layer head position entropy uniform_entropy"),
+    "counting_spread.csv": _table("the spread of block 1's output at a position",
+                                  "model layer position tokens_seen spread norm"),
     "counting_spread_fits.csv": _table("a law fitted to the spread", "model layer law p a rms_log_error"),
     "counting_probes.csv": _table("a counting probe on a layer", "model layer features mad median_mad random_mad"),
-    "counting_interventions.csv": _table("an intervention on block 1, at a layer's probe", "intervention layer mad median_mad perplexity"),
-    "length_generalisation.csv": _table("a task model's exact match at a length", "task encoding seed length accuracy split"),
+    "counting_interventions.csv": _table("an intervention on block 1, at a layer's probe",
+                                         "intervention layer mad median_mad perplexity"),
+    "length_generalisation.csv": _table("a task model's exact match at a length",
+                                        "task encoding seed length accuracy split"),
     "length_generalisation_summary.csv": _table("a task and an encoding over seeds, beside the published models",
                                                 "task encoding label train test at_longest learned published_ood",
                                                 "test_std at_longest_std n_seeds published_ood_std published_at_40"),
-    "length_generalisation_link.csv": _table("a NoPos repeat model at a length: how readable position is, and exact match",
+    "length_generalisation_link.csv": _table("a NoPos repeat model at a length: how readable position is, and exact "
+                                             "match",
                                              "task encoding seed length readability accuracy random_mad"),
-    "start_token_budget.csv": _table("a model of an arm at a budget", "arm steps train_tokens encoding seed perplexity loss"),
+    "start_token_budget.csv": _table("a model of an arm at a budget",
+                                     "arm steps train_tokens encoding seed perplexity loss"),
     "start_token_mechanism.csv": _table("a model of an arm: context gain, attention to the first key, probe",
                                         "arm encoding seed context_gain first_key_attention probe_mad middle_mad"),
     "start_token_segments.csv": _table("an arm's loss over a segment of positions", "arm encoding bucket segment loss"),
@@ -115,10 +130,13 @@ OUTPUT_TABLES |= {
     "modern_perplexity.csv": _table("a modern-positions model at a context length",
                                     "variant encoding seed context_length perplexity train_length"),
     "modern_probe.csv": _table("a modern-positions model's last-layer probe", "variant seed probe_mad middle_mad"),
-    "modern_repeat.csv": _table("a modern-positions repeat model's exact match at a length", "variant seed length accuracy split"),
-    "modern_positions.csv": _table("a modern-positions variant over seeds (and its ppl_at_L, ratio_L columns per length)",
+    "modern_repeat.csv": _table("a modern-positions repeat model's exact match at a length",
+                                "variant seed length accuracy split"),
+    "modern_positions.csv": _table("a modern-positions variant over seeds (and its ppl_at_L, ratio_L columns per "
+                                   "length)",
                                    "variant seeds probe_share repeat_train repeat_test"),
-    "reproduce_timings.csv": _table("a notebook of the run (written by `posenc-reproduce`): its seconds", "notebook seconds"),
+    "reproduce_timings.csv": _table("a notebook of the run (written by `posenc-reproduce`): its seconds",
+                                    "notebook seconds"),
 }
 
 # %% ../nbs/05f_outputs.ipynb #1e5cfdef
@@ -139,9 +157,11 @@ def table_problem(df: pd.DataFrame, name: str, extra=()) -> str | None:
 
 
 def save_table(df: pd.DataFrame, out_dir, name: str, extra=()) -> Path:
-    "Write `df` as `out_dir`/`name`, a table of `OUTPUT_TABLES`, after `table_problem` (with `extra` columns) finds nothing."
+    """Write `df` as `out_dir`/`name`, a table of `OUTPUT_TABLES`, after `table_problem` (with `extra` columns) finds
+    nothing."""
     if name not in OUTPUT_TABLES:
-        raise ValueError(f"{name} is not among the declared tables (`OUTPUT_TABLES`){suggest(name, OUTPUT_TABLES)}: declare it")
+        raise ValueError(f"{name} is not among the declared tables (`OUTPUT_TABLES`){suggest(name, OUTPUT_TABLES)}: "
+                         "declare it")
     if problem := table_problem(df, name, extra):
         raise ValueError(f"Table for {name} {problem}: nothing written.")
     path = Path(out_dir) / name
@@ -151,7 +171,8 @@ def save_table(df: pd.DataFrame, out_dir, name: str, extra=()) -> Path:
 
 # %% ../nbs/05f_outputs.ipynb #f5o00004
 class StaleTable(Exception):
-    "A declared CSV is not in the figures folder, cannot be read, or lacks a declared column (an older notebook wrote it)."
+    """A declared CSV is not in the figures folder, cannot be read, or lacks a declared column (an older notebook
+    wrote it)."""
 
 
 def read_table(figures, name: str) -> pd.DataFrame:
@@ -171,13 +192,15 @@ def read_table(figures, name: str) -> pd.DataFrame:
 
 # %% ../nbs/05f_outputs.ipynb #286f97fa
 def table_runs(grid: Grid, core: Grid, jobs: int = 1) -> dict:
-    "`grid.runs(jobs)`, after checking that every variant with the core's model, corpus and length is the core config itself."
+    """`grid.runs(jobs)`, after checking that every variant with the core's model, corpus and length is the core
+    config itself."""
     reference = next(iter(core.configs().values()))
     same = lambda c: (c.model_config(), c.corpus, c.seq_len, c.objective, c.max_steps) == (
         reference.model_config(), reference.corpus, reference.seq_len, reference.objective, reference.max_steps)
     core_folders = {run_dir(cfg).name for cfg in core.configs().values()}
     look_alikes = [key for key, cfg in grid.configs().items()
-                   if same(cfg) and cfg.seed in core.seeds and cfg.pos_encoding in core.encodings and run_dir(cfg).name not in core_folders]
+                   if same(cfg) and cfg.seed in core.seeds and cfg.pos_encoding in core.encodings
+                       and run_dir(cfg).name not in core_folders]
     if look_alikes:
         raise ValueError(f"{look_alikes} train the core models under another config (another run folder): spell those "
                          "variants with the core's own fields so that they reuse the core runs")
@@ -201,7 +224,8 @@ def perplexity_grid(runs: dict, variants: dict, eval_tokens=None, jobs: int = 1)
 
 # %% ../nbs/05f_outputs.ipynb #0953727d
 def plot_grouped_bars(table: pd.DataFrame, xlabel: str, ylabel: str, title: str, note: str | None = None):
-    "Bars of `table` (encodings x settings), each labelled with its value: a group per setting, a bar per encoding in its colour."
+    """Bars of `table` (encodings x settings), each labelled with its value: a group per setting, a bar per encoding
+    in its colour."""
     fig, ax = new_figure()
     width, x = 0.8 / len(table.index), np.arange(len(table.columns))
     for i, enc in enumerate(table.index):
@@ -216,7 +240,8 @@ def plot_grouped_bars(table: pd.DataFrame, xlabel: str, ylabel: str, title: str,
 
 # %% ../nbs/05f_outputs.ipynb #41f3b110
 def plot_seed_bars(ax, summary: pd.DataFrame, table: pd.DataFrame, baseline: float, title: str):
-    "Bars of `summary` (`seed_summary` of `table` by encoding and variant) on `ax`, with each seed's value and `baseline`."
+    """Bars of `summary` (`seed_summary` of `table` by encoding and variant) on `ax`, with each seed's value and
+    `baseline`."""
     bars = summary.reset_index(drop=True)
     x = np.arange(len(bars))
     drawn = ax.bar(x, bars.perplexity_mean, yerr=bars.perplexity_std.fillna(0), capsize=3,
@@ -226,7 +251,8 @@ def plot_seed_bars(ax, summary: pd.DataFrame, table: pd.DataFrame, baseline: flo
         seeds = per_seed(table, "perplexity", encoding=row.encoding, variant=row.variant)
         ax.plot(np.full(len(seeds), i), seeds, "k.", ms=4)
     ax.axhline(baseline, color="0.3", linestyle="--")
-    ax.text(1.01, baseline, f"unigram\n{baseline:.0f}", transform=ax.get_yaxis_transform(), va="center", fontsize=8, color="0.3")
+    ax.text(1.01, baseline, f"unigram\n{baseline:.0f}", transform=ax.get_yaxis_transform(), va="center", fontsize=8,
+            color="0.3")
     ax.set_xticks(x, [encoding_label(e) + ("" if v == "trained" else f"\n{v.replace(' ', chr(10))}")
                       for e, v in zip(bars.encoding, bars.variant)])
     style_axes(ax, "positional encoding", "validation perplexity", title=title)
@@ -236,8 +262,9 @@ def _curve_group(run: Run) -> dict:
     "What puts runs on separate panels of the training curves."
     cfg, shape = run.config, run.config.model_config()
     layers = f"{shape.n_layer} layer{'s' * (shape.n_layer > 1)}"
-    return dict(objective=cfg.objective, corpus=cfg.source, model=f"{layers}, {shape.n_head} heads, d_model {shape.d_model}",
-                context=f"L={cfg.seq_len}", tokens=f"{format_count(training_tokens(run))} {token_unit(cfg.vocab_size)}s")
+    return dict(objective=cfg.objective, corpus=cfg.source,
+                model=f"{layers}, {shape.n_head} heads, d_model {shape.d_model}", context=f"L={cfg.seq_len}",
+                tokens=f"{format_count(training_tokens(run))} {token_unit(cfg.vocab_size)}s")
 
 
 def _panel_labels(keys: list[dict], differ: list[str]) -> list[str]:
@@ -288,11 +315,16 @@ def table_findings(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tok
     settings' order in words) or a verdict per setting."""
     seed_gaps, shape = core_gap_seeds(core, eval_tokens, jobs), next(iter(core.configs().values()))
     check = nopos_check([run for (_, enc, _), run in core.runs(jobs).items() if enc == "nopos"])
-    found = [Finding(check.name, check.outcome + ("" if check.passed else ". So NoPos's gaps below measure how far it is from "
-                                                  "using its context, not what a model without positions can reach")),
-             Finding(f"NoPos's gap in each core seed at L={shape.seq_len}", f"seeds {core.seeds}: " + ", ".join(f"{g:+.1%}" for g in seed_gaps)),
-             Finding("ours", gap_line(ours, loss_unit(shape.vocab_size))), Finding("paper", gap_line(paper, PAPER_UNIT))]
+    caveat = ("" if check.passed else ". So NoPos's gaps below measure how far it is from using its context, not "
+              "what a model without positions can reach")
+    found = [Finding(check.name, check.outcome + caveat),
+             Finding(f"NoPos's gap in each core seed at L={shape.seq_len}",
+                     f"seeds {core.seeds}: " + ", ".join(f"{g:+.1%}" for g in seed_gaps)),
+             Finding("ours", gap_line(ours, loss_unit(shape.vocab_size))),
+             Finding("paper", gap_line(paper, PAPER_UNIT))]
     if trend:
         return found + [Finding("ours (one seed)", f"NoPos's gap, {trend}, {gap_trend(nopos_gap(ours), seed_gaps)}"),
-                        Finding("paper (no spread reported)", f"NoPos's gap, {trend}, {gap_trend(nopos_gap(paper), reported=True)}")]
-    return found + [Finding(f"{setting} (one seed)", text) for setting, text in gap_verdicts(nopos_gap(ours), seed_gaps).items()]
+                        Finding("paper (no spread reported)",
+                                f"NoPos's gap, {trend}, {gap_trend(nopos_gap(paper), reported=True)}")]
+    return found + [Finding(f"{setting} (one seed)", text)
+                    for setting, text in gap_verdicts(nopos_gap(ours), seed_gaps).items()]

@@ -85,15 +85,18 @@ def paper_table(name: str) -> pd.DataFrame:
 
 # %% ../nbs/05_paper.ipynb #420627ce
 def side_by_side(ours: pd.DataFrame, paper: pd.DataFrame, reference: str = "nopos") -> pd.DataFrame:
-    "Our table and the paper's (encodings x settings), each also relative to the `reference` encoding: the comparable part."
+    """Our table and the paper's (encodings x settings), each also relative to the `reference` encoding: the
+    comparable part."""
     return pd.concat({"ours": ours, f"ours / {reference}": ours / ours.loc[reference],
                       "paper": paper, f"paper / {reference}": paper / paper.loc[reference]}, axis=1)
 
 
 def nopos_gap(table: pd.DataFrame) -> pd.Series:
-    "Per column of `table` (encodings x settings): NoPos perplexity over the best with positions, minus 1 (+0.05: 5% worse)."
+    """Per column of `table` (encodings x settings): NoPos perplexity over the best with positions, minus 1 (+0.05:
+    5% worse)."""
     if "nopos" not in table.index or len(table.index) < 2:
-        raise ValueError(f"nopos_gap needs a 'nopos' row and at least one other encoding; the rows are {list(table.index)}.")
+        raise ValueError("nopos_gap needs a 'nopos' row and at least one other encoding; the rows are "
+                         f"{list(table.index)}.")
     return table.loc["nopos"] / table.drop("nopos").min() - 1
 
 
@@ -101,6 +104,7 @@ PAPER_UNIT = "nats a token"  # the paper's perplexities: per GPT-2 token on the 
 
 
 def gap_line(table: pd.DataFrame, unit: str = "nats") -> str:
-    "How far NoPos is behind the best encoding with positions in `table`, setting by setting: in perplexity and in `unit`."
+    """How far NoPos is behind the best encoding with positions in `table`, setting by setting: in perplexity and in
+    `unit`."""
     return "NoPos against the best encoding with positions: " + ", ".join(
         f"{gap:+.1%} = {np.log1p(gap):+.3f} {unit} ({setting})" for setting, gap in nopos_gap(table).items())

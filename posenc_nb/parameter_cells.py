@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import papermill as pm
 
-from .profiles import DEFAULT_OUT, PROFILES
+from .profile_values import DEFAULT_OUT, PROFILES
 
 # %% auto #0
 __all__ = ['read_notebook', 'notebook_parameters', 'declared_defaults', 'laid_out', 'parameters_source', 'write_parameters']
@@ -29,11 +29,12 @@ def read_notebook(path: Path, remedy: str):
 
 def notebook_parameters(notebook: Path, params: dict) -> dict:
     "The values of `params` for the parameters `notebook` declares; an error names any the profile does not set."
-    read_notebook(notebook, f"restore it (in a checkout: `git checkout -- {notebook}`) or move it out of the experiments "
-                            "folder, then rerun")
+    read_notebook(notebook, f"restore it (in a checkout: `git checkout -- {notebook}`) or move it out of the "
+                            "experiments folder, then rerun")
     declared = pm.inspect_notebook(str(notebook))
     if not declared:
-        raise ValueError(f"{Path(notebook).name} has no cell tagged 'parameters'; tag the cell that sets its parameters.")
+        raise ValueError(f"{Path(notebook).name} has no cell tagged 'parameters'; tag the cell that sets its "
+                         "parameters.")
     if missing := [k for k in declared if k not in params]:
         raise ValueError(f"{Path(notebook).name} declares parameters {missing} that the profile does not set; "
                          "add them to every profile in PROFILES.")
@@ -47,18 +48,21 @@ def declared_defaults(notebook: Path) -> dict:
 # %% ../nbs/02h_parameter_cells.ipynb #7ffad546
 def _one_line(value) -> str:
     "`value` as Python source on one line, its strings in double quotes."
-    if isinstance(value, dict): return "{" + ", ".join(f"{_one_line(k)}: {_one_line(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_one_line(k)}: {_one_line(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list): return "[" + ", ".join(map(_one_line, value)) + "]"
     return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else repr(value)
 
 
 def laid_out(head: str, value, indent: str = "", tail: str = "") -> list[str]:
-    "The lines of `head`, `value` and `tail` as ruff formats them: one where it fits in 120 columns, else an item a line."
+    """The lines of `head`, `value` and `tail` as ruff formats them: one where it fits in 120 columns, else an item a
+    line."""
     line = f"{indent}{head}{_one_line(value)}{tail}"
     if len(line) <= 120 or not isinstance(value, (dict, list)) or not value: return [line]
     opening, closing = "{}" if isinstance(value, dict) else "[]"
     items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
-    inner = [line for k, v in items for line in laid_out("" if k is None else f"{_one_line(k)}: ", v, indent + "    ", ",")]
+    inner = [line for k, v in items
+             for line in laid_out("" if k is None else f"{_one_line(k)}: ", v, indent + "    ", ",")]
     return [f"{indent}{head}{opening}", *inner, f"{indent}{closing}{tail}"]
 
 # %% ../nbs/02h_parameter_cells.ipynb #de155fcd

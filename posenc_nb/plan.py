@@ -19,7 +19,8 @@ import pandas as pd
 from .checkpoint import run_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .grids import experiment_grids, model_parameters
-from .profiles import PROFILES, profile_parameters
+from .profile_values import PROFILES
+from .profiles import profile_parameters
 from .commands import EXIT_STATUS, run_command
 from .files import unwritable, write_output
 from .validation import positive_int
@@ -32,7 +33,8 @@ __all__ = ['ASSUMED_TFLOPS', 'profile_trainings', 'training_tokens_of', 'trainin
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
     "`(notebook, config)` for each model the experiment notebooks train under the parameters `p` (a run may repeat)."
-    return [(notebook, cfg) for notebook, grids in experiment_grids(p).items() for grid in grids for cfg in grid.configs().values()]
+    return [(notebook, cfg) for notebook, grids in experiment_grids(p).items() for grid in grids
+            for cfg in grid.configs().values()]
 
 # %% ../nbs/06_plan.ipynb #b8c9d0e1
 ASSUMED_TFLOPS = 150.0  # sustained bf16 TFLOP/s per GPU that GPU-hour estimates assume (about half an A100's peak)
@@ -55,16 +57,18 @@ def _plan_row(cfg: TrainConfig, tflops: float) -> dict:
     shape, parameters = cfg.model_config(), model_parameters(cfg)
     flops = training_flops(cfg, parameters)
     return dict(run=run_dir(cfg).name, config_hash=config_hash(cfg), encoding=cfg.pos_encoding, objective=cfg.objective,
-                corpus=cfg.source, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model, n_head=shape.n_head,
-                parameters=parameters, batch_size=cfg.batch_size, steps=cfg.max_steps, tokens=training_tokens_of(cfg),
-                seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600, folder=str(run_dir(cfg)), config=cfg)
+                corpus=cfg.source, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model,
+                n_head=shape.n_head, parameters=parameters, batch_size=cfg.batch_size, steps=cfg.max_steps,
+                tokens=training_tokens_of(cfg), seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600,
+                folder=str(run_dir(cfg)), config=cfg)
 
 
 def check_tflops(tflops, key: str = "tflops") -> float:
-    "`tflops` as a float, or `ConfigError` naming `key` unless it is a positive, finite rate: no estimate is negative or NaN."
+    """`tflops` as a float, or `ConfigError` naming `key` unless it is a positive, finite rate: no estimate is
+    negative or NaN."""
     if isinstance(tflops, bool) or not isinstance(tflops, (int, float)) or not 0 < tflops < math.inf:
-        raise ConfigError([(key, f"{tflops!r} TFLOP/s per GPU gives no estimate: give the positive rate one GPU sustains, "
-                                 f"e.g. {ASSUMED_TFLOPS:g} (about half an A100's bf16 peak)")])
+        raise ConfigError([(key, f"{tflops!r} TFLOP/s per GPU gives no estimate: give the positive rate one GPU "
+                                 f"sustains, e.g. {ASSUMED_TFLOPS:g} (about half an A100's bf16 peak)")])
     return float(tflops)
 
 
@@ -139,7 +143,8 @@ def train_locally(plan: pd.DataFrame, nproc_per_node: int = 1, log=print):
     """Train the runs of `plan` here, one after another, each through torchrun on `nproc_per_node` processes; a
     finished run is reused, a stopped one resumes. A failure stops with the command that retries that run alone."""
     launcher, trainer = [sys.executable, "-m", "torch.distributed.run"], [_posenc_train()]
-    argvs = [_train_argv(cfg, nproc_per_node, launcher, trainer) for cfg in plan.config]  # every run checked before any trains
+    # every run checked before any trains
+    argvs = [_train_argv(cfg, nproc_per_node, launcher, trainer) for cfg in plan.config]
     for i, (cfg, argv) in enumerate(zip(plan.config, argvs), 1):
         where = f"{run_dir(cfg)} (run {i} of {len(plan)})"
         log(f"[train {i}/{len(plan)}] {run_dir(cfg).name}: torchrun on {nproc_per_node} process(es)")
@@ -149,41 +154,49 @@ def train_locally(plan: pd.DataFrame, nproc_per_node: int = 1, log=print):
         except KeyboardInterrupt:
             status = 130
         if status == 130:
-            raise KeyboardInterrupt(f"interrupted while training {where}, before any notebook ran. Rerun the same command "
-                                    "to go on: finished runs are reused, this one resumes from its last checkpoint.")
+            raise KeyboardInterrupt(f"interrupted while training {where}, before any notebook ran. Rerun the same "
+                                    "command to go on: finished runs are reused, this one resumes from its last "
+                                    "checkpoint.")
         if status:
             raise RuntimeError(f"training {where} failed (exit status {status}; its message is above). Rerun the same "
                                f"command once it is fixed (finished runs are reused), or retry this run alone: "
                                f"{train_command(cfg, nproc_per_node)}")
 
 # %% ../nbs/06_plan.ipynb #b0c1d2e3
-_PLAN_COLUMNS = ["run", "notebooks", "objective", "corpus", "seq_len", "n_layer", "d_model", "parameters", "steps", "tokens",
-                 "seed", "gpu_hours"]
+_PLAN_COLUMNS = ["run", "notebooks", "objective", "corpus", "seq_len", "n_layer", "d_model", "parameters", "steps",
+                 "tokens", "seed", "gpu_hours"]
 
-
+# %% ../nbs/06_plan.ipynb #86fe511e
 def plan_main(argv=None) -> int:
-    "`posenc-reproduce plan [--profile NAME] [--out FILE] [--nproc-per-node N] [--tflops T] [key=value ...]`; the exit status."
+    """`posenc-reproduce plan [--profile NAME] [--out FILE] [--nproc-per-node N] [--tflops T] [key=value ...]`; the
+    exit status."""
     parser = argparse.ArgumentParser(prog="posenc-reproduce plan", description="List the training runs of a profile's "
                                      "notebooks, their cost, and the command that trains each (on a GPU node, say).",
-                                     epilog="Train them (rerun to resume), then run posenc-reproduce with the same profile "
-                                            f"and values: the notebooks reuse the finished runs. {EXIT_STATUS}")
+                                     epilog="Train them (rerun to resume), then run posenc-reproduce with the same "
+                                            f"profile and values: the notebooks reuse the finished runs. {EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
     parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="parameter set (default: cpu)")
-    parser.add_argument("--out", type=Path, help="write the commands to this executable bash script instead of printing them")
+    parser.add_argument("--out", type=Path,
+                        help="write the commands to this executable bash script instead of printing them")
     parser.add_argument("--nproc-per-node", type=int, default=1, help="torchrun processes (GPUs) per run (default 1)")
-    parser.add_argument("--tflops", type=float, default=ASSUMED_TFLOPS, help="sustained TFLOP/s per GPU the estimate assumes")
+    parser.add_argument("--tflops", type=float, default=ASSUMED_TFLOPS,
+                        help="sustained TFLOP/s per GPU the estimate assumes")
     args = parser.parse_intermixed_args(argv)
 
     def body():  # every argument checked before any work
         if args.out is not None and args.out.is_dir():
-            raise ConfigError([("--out", f"{args.out} is a folder; give the path of the script to write, e.g. --out plan.sh")])
+            raise ConfigError([("--out",
+                                f"{args.out} is a folder; give the path of the script to write, e.g. --out plan.sh")])
         if args.out is not None and (reason := unwritable(args.out)):
-            raise ConfigError([("--out", f"{args.out} cannot be written: {reason}; give a path you can write to, e.g. --out plan.sh")])
+            raise ConfigError([("--out",
+                                f"{args.out} cannot be written: {reason}; give a path you can write to, e.g. --out "
+                                "plan.sh")])
         tflops, nproc = check_tflops(args.tflops, "--tflops"), positive_int(args.nproc_per_node, "--nproc-per-node")
         plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=tflops)
         script = plan_script(plan, nproc)
         numbers = lambda names: ",".join(name.split("_")[0] for name in names.split(", "))  # 01,06: a narrow column
-        print(plan[_PLAN_COLUMNS].to_string(index=False, formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
+        print(plan[_PLAN_COLUMNS].to_string(index=False,
+                                            formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
         print(plan_summary(plan))
         if args.out:
             def executable(tmp: Path):

@@ -55,7 +55,8 @@ def loss_unit(vocab_size: int) -> str:
 
 
 def runs_unit(runs) -> str:
-    "What the tokens of training `runs` are: byte when every run reads bytes, else token (a byte is a token, not the reverse)."
+    """What the tokens of training `runs` are: byte when every run reads bytes, else token (a byte is a token, not
+    the reverse)."""
     return "byte" if {token_unit(r.config.vocab_size) for r in runs} == {"byte"} else "token"
 
 # %% ../nbs/04_plots.ipynb #6d9c6650
@@ -73,7 +74,8 @@ def _tokens_part(train_tokens: int | Mapping[str, int], unit: str) -> str:
         if not train_tokens:
             raise ValueError(f"caption needs the training {unit}s of at least one group of models")
         if len(set(train_tokens.values())) > 1:
-            return f"training {unit}s per model: " + ", ".join(f"{format_count(n)} ({group})" for group, n in train_tokens.items())
+            return f"training {unit}s per model: " + ", ".join(f"{format_count(n)} ({group})"
+                                                               for group, n in train_tokens.items())
         train_tokens = next(iter(train_tokens.values()))
     return f"{format_count(train_tokens)} training {unit}s per model"
 
@@ -91,15 +93,17 @@ def caption(profile: str, corpus: str | None, train_tokens: int | Mapping[str, i
     return " · ".join(parts)
 
 # %% ../nbs/04_plots.ipynb #ad34a37a
-_RUN_FIELDS = dict(objective="{}", task="task {}", corpus="{}", model="{}", n_layer="{} layers", d_model="d_model {}", seq_len="L={}",
-                   batch_size="batch {}", pos_encoding="{}", seed="seed {}")
+_RUN_FIELDS = dict(objective="{}", task="task {}", corpus="{}", model="{}", n_layer="{} layers", d_model="d_model {}",
+                   seq_len="L={}", batch_size="batch {}", pos_encoding="{}", seed="seed {}")
 
 
 def run_tokens(runs) -> dict[str, int]:
-    "Training tokens of `runs`, a count per group that trained on the same number: `{what its runs share and others do not: tokens}`."
+    """Training tokens of `runs`, a count per group that trained on the same number: `{what its runs share and others
+    do not: tokens}`."""
     groups = {}
     for r in runs:
-        described = {k: form.format(v) for k, form in _RUN_FIELDS.items() if (v := getattr(r.config, k, None)) is not None}
+        described = {k: form.format(v) for k, form in _RUN_FIELDS.items()
+                     if (v := getattr(r.config, k, None)) is not None}
         described["step"] = f"{r.step} steps"
         groups.setdefault(r.step * r.config.batch_size * r.config.seq_len, []).append(described)
     everyone, tokens = [d for group in groups.values() for d in group], {}
@@ -111,7 +115,8 @@ def run_tokens(runs) -> dict[str, int]:
 
 
 def run_caption(runs, profile: str, **extra) -> str:
-    "`caption` for a figure made from training `runs`: corpus, training tokens per model (`run_tokens`, in `runs_unit`) and seeds read from them."
+    """`caption` for a figure made from training `runs`: corpus, training tokens per model (`run_tokens`, in
+    `runs_unit`) and seeds read from them."""
     runs = list(runs)
     if not runs:
         raise ValueError("run_caption needs at least one training run")
@@ -125,7 +130,8 @@ def run_caption(runs, profile: str, **extra) -> str:
 PANEL_SIZE = (4.8, 3.4)  # inches per panel
 
 
-def new_figure(nrows: int = 1, ncols: int = 1, panel_size: tuple[float, float] = PANEL_SIZE, squeeze: bool = True, **kwargs):
+def new_figure(nrows: int = 1, ncols: int = 1, panel_size: tuple[float, float] = PANEL_SIZE, squeeze: bool = True,
+               **kwargs):
     "A figure with `nrows` x `ncols` panels of `panel_size` inches, laid out by matplotlib's constrained layout."
     width, height = panel_size
     return plt.subplots(nrows, ncols, figsize=(width * ncols, height * nrows), layout="constrained",
@@ -191,7 +197,8 @@ def savefig(fig, path: str | Path, dpi: int = 150) -> list[Path]:
     if path.suffix.lower() in (".png", ".svg"):
         path = path.with_suffix("")
     elif path.suffix:
-        raise ValueError(f"savefig writes .png and .svg; give a path without suffix (or with one of those), not {path.suffix!r}")
+        raise ValueError("savefig writes .png and .svg; give a path without suffix (or with one of those), not "
+                         f"{path.suffix!r}")
     path.parent.mkdir(parents=True, exist_ok=True)
     png, svg = path.with_suffix(".png"), path.with_suffix(".svg")
     fig.savefig(png, dpi=dpi, bbox_inches="tight", metadata={"Software": None})
@@ -208,7 +215,8 @@ def loss_limits(runs, margin: float = 0.05) -> tuple[float, float]:
         losses = m[[column for column in ("train_loss", "val_loss") if column in m]]
         later = losses[m.step > max(r.config.warmup_steps, m.step.max() // 10)]
         low = min(low, losses.min().min())
-        high = max(high, (later if later.notna().any().any() else losses).max().max())  # a run too short to have a later part
+        # a run too short to have a later part
+        high = max(high, (later if later.notna().any().any() else losses).max().max())
     pad = margin * (high - low) if high > low else 0.1
     return low - pad, high + pad
 
@@ -220,18 +228,21 @@ def _run_legend(ax, runs, seeds: list[int]):
     "A legend entry per encoding (its colour), and per seed (its line style and marker) when there are several."
     mixed = len({r.config.objective for r in runs}) > 1
     shown = dict.fromkeys((r.config.pos_encoding, r.config.objective) for r in runs)
-    handles = [Line2D([], [], color=encoding_color(enc), label=encoding_label(enc) + (f" ({objective})" if mixed else ""))
+    handles = [Line2D([], [], color=encoding_color(enc),
+                      label=encoding_label(enc) + (f" ({objective})" if mixed else ""))
                for enc, objective in shown]
     if len(seeds) > 1:
         handles += [Line2D([], [], color="0.4", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
-                           marker=SEED_MARKERS[i % len(SEED_MARKERS)], ms=4, label=f"seed {seed}") for i, seed in enumerate(seeds)]
+                           marker=SEED_MARKERS[i % len(SEED_MARKERS)], ms=4, label=f"seed {seed}")
+                               for i, seed in enumerate(seeds)]
     ax.legend(handles=handles, frameon=False, fontsize=7)
 
 
 def plot_runs(runs, ax=None, profile: str = "custom"):
     """Training loss (thin) and validation loss (dots) against training tokens (in `runs_unit`) for each run in `runs`
     (`Run`s or folders), over `loss_limits`: colour by positional encoding, line style and marker by seed. A new figure
-    gets a caption (corpus, each run's training tokens, seeds, model); on a given `ax` the caller captions the figure."""
+    gets a caption (corpus, each run's training tokens, seeds, model); on a given `ax` the caller captions the
+    figure."""
     runs = [r if isinstance(r, Run) else load_run(r) for r in runs]
     if not runs:
         raise ValueError("plot_runs needs at least one run")
@@ -248,8 +259,8 @@ def plot_runs(runs, ax=None, profile: str = "custom"):
     ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_count(value)))  # 2M, not 2 under a 1e6
     _run_legend(ax, runs, seeds)
     if new:
-        tokens = {f"{encoding_label(r.config.pos_encoding)} {r.config.objective} seed {r.config.seed}": int(r.metrics.tokens.max())
-                  for r in runs}
+        name = lambda r: f"{encoding_label(r.config.pos_encoding)} {r.config.objective} seed {r.config.seed}"
+        tokens = {name(r): int(r.metrics.tokens.max()) for r in runs}
         add_caption(fig, caption(profile, ", ".join(sorted({r.config.corpus for r in runs})), tokens, seeds, unit=unit,
                                  model=", ".join(sorted({r.config.model for r in runs})),
                                  context=", ".join(map(str, sorted({r.config.seq_len for r in runs})))))

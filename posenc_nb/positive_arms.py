@@ -16,7 +16,8 @@ from .claims import Check, nopos_context_check, positive_arm_check
 from .evaluate import context_use, perplexity_by_length
 from .grids import core_grid
 from .order import permuted_positions
-from .probe import ProbeTraining, probe_layers, probe_windows
+from .position_classifier import ProbeTraining
+from .probe import probe_layers, probe_windows
 from .scores import score_key, validation_baseline
 from .tokens import tokens_of
 from .files import atomic_write
@@ -28,8 +29,9 @@ __all__ = ['POSITIVE_ARM_FILE', 'last_layer_probe', 'measure_positive_arm', 'pos
 
 # %% ../nbs/05e_positive_arms.ipynb #b7d1c0c1
 def last_layer_probe(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1) -> dict:
-    """An MLP probe's argmax error on `run`'s last layer (`probe_mad`, the paper's score; `probe_median_mad` the posterior
-    median's) beside the middle guess's, trained on `probe_sequences` windows or as many as a small corpus holds."""
+    """An MLP probe's argmax error on `run`'s last layer (`probe_mad`, the paper's score; `probe_median_mad` the
+    posterior median's) beside the middle guess's, trained on `probe_sequences` windows or as many as a small corpus
+    holds."""
     cfg = run.config
     tokens, train, length = validation_baseline(cfg)[0], tokens_of(cfg, "train"), cfg.seq_len
     held = lambda split: len(split) // length  # a small corpus lends the probe the windows it holds, no more
@@ -60,10 +62,12 @@ def measure_positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: in
             permuted.append(loss()[0])
     intact, scored = loss()
     return dict(seq_len=length, tokens_scored=scored, loss_intact=intact, loss_permuted=permuted,
-                permutation_costs=[p - intact for p in permuted], **last_layer_probe(run, probe_sequences, probe_epochs))
+                permutation_costs=[p - intact for p in permuted],
+                **last_layer_probe(run, probe_sequences, probe_epochs))
 
 # %% ../nbs/05e_positive_arms.ipynb #b7d1c0a6
-POSITIVE_ARM_FILE = "positive_arm.json"  # in a run's folder: its positive-arm measurements, each under what it depends on
+# in a run's folder: its positive-arm measurements, each under what it depends on
+POSITIVE_ARM_FILE = "positive_arm.json"
 
 
 def _read_measurements(path: Path) -> list[dict]:
@@ -76,21 +80,23 @@ def _read_measurements(path: Path) -> list[dict]:
         entries = None
     if isinstance(entries, list) and all(isinstance(e, dict) and {"key", "measurement"} <= set(e) for e in entries):
         return entries
-    warnings.warn(f"{path} is damaged (cut short, or edited), so it is not used: the positive arm is measured again and "
-                  "the file rewritten.", stacklevel=3)
+    warnings.warn(f"{path} is damaged (cut short, or edited), so it is not used: the positive arm is measured again "
+                  "and the file rewritten.", stacklevel=3)
     return []
 
 
 def _kept(run: Run, settings: dict, measure) -> dict:
     """`measure()` on `run`, made once: kept in its folder's `positive_arm.json` under what it depends on (the weights,
     the validation tokens, the `settings`, which hold `max_tokens`) and read back from there by every later call."""
-    key = dict(score_key(run.model, validation_baseline(run.config)[0], "nonoverlapping", None, settings["max_tokens"]), **settings)
+    key = dict(score_key(run.model, validation_baseline(run.config)[0], "nonoverlapping", None, settings["max_tokens"]),
+               **settings)
     path = run.out_dir / POSITIVE_ARM_FILE
     entries = _read_measurements(path)
     if found := [e["measurement"] for e in entries if e["key"] == key]:
         return found[0]
     measurement = json.loads(json.dumps(measure()))  # as it reads back from the file
-    entries.append(dict(key=key, measurement=measurement))  # written whole or not at all: a kill leaves the file as it was
+    # written whole or not at all: a kill leaves the file as it was
+    entries.append(dict(key=key, measurement=measurement))
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps(entries, indent=1)))
     return measurement
 
@@ -98,7 +104,8 @@ def _kept(run: Run, settings: dict, measure) -> dict:
 def positive_arm(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1, permutations: int = 3,
                  max_tokens: int | None = 120_000) -> dict:
     "`measure_positive_arm` of `run`, made once and kept in its folder (`_kept`), under the probe's training rule too."
-    settings = dict(probe_sequences=probe_sequences, probe_epochs=probe_epochs, permutations=permutations, max_tokens=max_tokens)
+    settings = dict(probe_sequences=probe_sequences, probe_epochs=probe_epochs, permutations=permutations,
+                    max_tokens=max_tokens)
     rule = asdict(ProbeTraining(epochs=probe_epochs))  # a measurement under another rule is not this one
     return _kept(run, dict(settings, probe_training=rule), lambda: measure_positive_arm(run, **settings))
 
@@ -136,7 +143,8 @@ def nopos_check(runs, max_tokens: int | None = 16_384, stride: int = 16) -> Chec
     gains = [nopos_context_gain(run, max_tokens, stride) for run in runs]
     if not gains:
         raise ValueError("nopos_check needs at least one NoPos run: train NoPos in the core encodings")
-    return nopos_context_check([g["gain_nats"] for g in gains], int(gains[0]["short_length"]), int(gains[0]["long_length"]))
+    return nopos_context_check([g["gain_nats"] for g in gains], int(gains[0]["short_length"]),
+                               int(gains[0]["long_length"]))
 
 
 def core_nopos_check(train_settings: dict, corpus: str, seeds, jobs: int = 1, max_tokens: int | None = 16_384) -> Check:

@@ -24,13 +24,14 @@ from .model import frozen, model_device
 from .validation import positive_int
 from .workers import run_identity
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
+from .position_classifier import (PROBE_KINDS, Plateau, ProbeTraining, Standardise, check_kinds, make_probe,
+                                           middle_mad, random_mad)
 
 # %% auto #0
-__all__ = ['PROBE_KINDS', 'SCORES', 'PROBE_COLUMNS', 'SCORE_LABELS', 'PROBE_TITLES', 'sample_sequences', 'ProbeWindows',
-           'probe_windows', 'hidden_states', 'check_kinds', 'make_probe', 'Standardise', 'random_mad', 'middle_mad',
-           'ProbeTraining', 'Plateau', 'predict_positions', 'position_mad', 'TrainedProbe', 'probe_scores',
-           'train_probe', 'fit_probes', 'probe_layers', 'plot_baselines', 'plot_probe_layers', 'initial_model',
-           'probe_run', 'probe_predictions', 'plot_probe_predictions']
+__all__ = ['SCORES', 'PROBE_COLUMNS', 'SCORE_LABELS', 'PROBE_TITLES', 'sample_sequences', 'ProbeWindows', 'probe_windows',
+           'hidden_states', 'predict_positions', 'position_mad', 'TrainedProbe', 'probe_scores', 'train_probe',
+           'fit_probes', 'probe_layers', 'plot_baselines', 'plot_probe_layers', 'initial_model', 'probe_run',
+           'probe_predictions', 'plot_probe_predictions']
 
 # %% ../nbs/04c_probe.ipynb #2affd664
 def sample_sequences(model, tokens, n: int, seq_len: int, seed: int) -> torch.Tensor:
@@ -52,17 +53,20 @@ class ProbeWindows(NamedTuple):
     held_out: torch.Tensor
 
 
-def probe_windows(model, train_tokens, eval_tokens, seq_len: int | None = None, n_train: int = 2048, n_select: int = 256,
-                  n_eval: int = 256, seed: int = 0) -> ProbeWindows:
-    "Windows of `train_tokens` to fit a probe (`n_train`) and pick its checkpoint (`n_select`); of `eval_tokens` to score it."
+def probe_windows(model, train_tokens, eval_tokens, seq_len: int | None = None, n_train: int = 2048,
+                  n_select: int = 256, n_eval: int = 256, seed: int = 0) -> ProbeWindows:
+    """Windows of `train_tokens` to fit a probe (`n_train`) and pick its checkpoint (`n_select`); of `eval_tokens` to
+    score it."""
     seq_len = model.config.max_len if seq_len is None else seq_len
     n_train, n_select = positive_int(n_train, "n_train"), positive_int(n_select, "n_select")
     fitting = sample_sequences(model, train_tokens, n_train + n_select, seq_len, seed)
-    return ProbeWindows(fitting[:n_train], fitting[n_train:], sample_sequences(model, eval_tokens, n_eval, seq_len, seed + 1))
+    return ProbeWindows(fitting[:n_train], fitting[n_train:],
+                        sample_sequences(model, eval_tokens, n_eval, seq_len, seed + 1))
 
 # %% ../nbs/04c_probe.ipynb #c06ba498
 def hidden_states(model, sequences: torch.Tensor, layers=None, batch_size: int = 32) -> torch.Tensor:
-    "States of `layers` (default: all) for `sequences` `(n, T)`, one forward pass: float32 `(len(layers), n, T, d_model)` on the CPU."
+    """States of `layers` (default: all) for `sequences` `(n, T)`, one forward pass: float32 `(len(layers), n, T,
+    d_model)` on the CPU."""
     layers, device = check_layers(model, layers), model_device(model)
     states = torch.empty(len(layers), *sequences.shape, model.config.d_model)
     with frozen(model):
@@ -72,127 +76,11 @@ def hidden_states(model, sequences: torch.Tensor, layers=None, batch_size: int =
                 states[slot, start : start + batch_size] = out[layer]  # to the CPU, as float32
     return states
 
-# %% ../nbs/04c_probe.ipynb #ba4b5ba9
-PROBE_KINDS = ("mlp", "linear")
-
-
-def check_kinds(kinds) -> list[str]:
-    "`kinds` (one name or several) checked against `PROBE_KINDS`."
-    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
-    if not kinds:
-        raise ValueError(f"no probe kinds given: use one or more of {', '.join(PROBE_KINDS)}")
-    if unknown := [k for k in kinds if k not in PROBE_KINDS]:
-        raise ValueError(f"unknown probe kind {unknown[0]!r}: use one or more of {', '.join(PROBE_KINDS)}")
-    return kinds
-
-
-def make_probe(d_model: int, n_positions: int, kind: str = "mlp") -> nn.Module:
-    "The paper's probe `Linear(d, 2d) -> ReLU -> Linear(2d, L)`, or `kind='linear'`: `Linear(d, L)`, with biases (inputs are centred)."
-    check_kinds(kind)
-    if kind == "mlp":
-        return nn.Sequential(nn.Linear(d_model, 2 * d_model), nn.ReLU(), nn.Linear(2 * d_model, n_positions))
-    return nn.Linear(d_model, n_positions)
-
-
-class Standardise(nn.Module):
-    "Centre and scale each feature by the mean and standard deviation it has in `reference` `(..., d)`; a constant feature becomes 0."
-
-    def __init__(self, reference: torch.Tensor):
-        super().__init__()
-        flat = reference.reshape(-1, reference.shape[-1])
-        mean = flat.mean(0)
-        squares = sum((chunk - mean).square().sum(0) for chunk in flat.split(8192))  # cache-sized chunks: 5x faster than std(0)
-        std = (squares / max(1, len(flat) - 1)).sqrt()
-        self.register_buffer("mean", mean)
-        self.register_buffer("scale", torch.where(std > 0, std, 1.0))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return (x - self.mean) / self.scale
-
-# %% ../nbs/04c_probe.ipynb #f6978880
-def random_mad(n_positions: int) -> float:
-    "Expected |guess - truth| when both are uniform over positions 0..L-1: (L^2 - 1) / (3L)."
-    return (n_positions**2 - 1) / (3 * n_positions)
-
-
-def middle_mad(n_positions: int) -> float:
-    "Expected |median - truth| for a truth uniform over positions 0..L-1, the best constant guess: floor(L^2/4) / L."
-    return (n_positions**2 // 4) / n_positions
-
-# %% ../nbs/04c_probe.ipynb #e82824e0
-_SETTING_RANGES = dict(lr=(lambda v: v > 0, "a number > 0"), weight_decay=(lambda v: v >= 0, "a number >= 0"),
-                       warmup=(lambda v: 0 <= v < 1, "a fraction of the first passes' steps in [0, 1)"),
-                       min_improvement=(lambda v: v >= 0, "a number of nats >= 0"),
-                       lr_drops=(lambda v: isinstance(v, int) and v >= 0, "a whole number >= 0"))
-
-
-@dataclass(frozen=True)
-class ProbeTraining:
-    """How a probe trains: AdamW over mini-batches of `batch_size` token states, scored on the selection windows
-    `checks_per_epoch` times a pass, for at least `epochs` passes and then until its loss there settles (`Plateau`:
-    `patience` checks without a fall of over `min_improvement` nats a token, after `lr_drops` tenfold drops of the learning
-    rate), up to `max_epochs` passes (default 40, or `epochs` if more: a safety cap, rarely reached); the learning rate
-    warmed up over the first `warmup` of the steps of `epochs` passes, then held until a drop."""
-    epochs: int = 2
-    max_epochs: int | None = None
-    batch_size: int = 1024
-    lr: float = 2e-2
-    weight_decay: float = 0.01
-    warmup: float = 0.05
-    checks_per_epoch: int = 2
-    patience: int = 4
-    lr_drops: int = 1
-    min_improvement: float = 1e-3
-
-    def __post_init__(self):
-        if self.max_epochs is None:
-            object.__setattr__(self, "max_epochs", max(40, positive_int(self.epochs, "epochs")))
-        for name in ("epochs", "max_epochs", "batch_size", "checks_per_epoch", "patience"):
-            positive_int(getattr(self, name), name)
-        if self.max_epochs < self.epochs:
-            raise ValueError(f"max_epochs ({self.max_epochs}) is below epochs ({self.epochs}): the cap on passes must be "
-                             "at least the minimum number of passes; raise max_epochs or leave it out (40, or epochs if more)")
-        for name, (ok, what) in _SETTING_RANGES.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
-                raise ValueError(f"{name} must be {what}, got {value!r}")
-
-    def lr_scale(self, step: int, per_epoch: int, drops: int = 0) -> float:
-        "The factor on `lr` at optimizer step `step` (0-based), `per_epoch` steps a pass: warm-up, then 1, a tenth for each of `drops`."
-        # Held, not annealed towards a planned end: the end is not known in advance, and a cosine over the cap keeps a probe
-        # improving until the cap; Plateau's drops anneal it when its loss stops falling.
-        return min(1.0, (step + 1) / max(1, round(self.warmup * self.epochs * per_epoch))) / 10**drops
-
-# %% ../nbs/04c_probe.ipynb #c3a1d7e3
-@dataclass
-class Plateau:
-    """Early stopping on a loss scored at each check: a check improves on the best when below it by more than
-    `min_improvement`; after `patience` checks without one the learning rate drops tenfold (`drops` counts them),
-    `lr_drops` times, and after the next `patience`, training stops."""
-    patience: int
-    lr_drops: int
-    min_improvement: float
-    best: float = math.inf
-    waited: int = 0
-    drops: int = 0
-
-    def update(self, loss: float, act: bool = True) -> bool:
-        "Record one check's `loss`; True when training should stop (`act` False: within the first passes, only count)."
-        if loss < self.best - self.min_improvement:
-            self.best, self.waited = loss, 0
-        else:
-            self.waited += 1
-        if not act or self.waited < self.patience:
-            return False
-        if self.drops == self.lr_drops:
-            return True
-        self.drops, self.waited = self.drops + 1, 0
-        return False
-
 # %% ../nbs/04c_probe.ipynb #8159857e
 @torch.no_grad()
 def _read(probe: nn.Module, states: torch.Tensor, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor, float]:
-    "The probe's argmax and posterior-median position for every state of `states` `(n, L, d)`, and its mean cross-entropy."
+    """The probe's argmax and posterior-median position for every state of `states` `(n, L, d)`, and its mean
+    cross-entropy."""
     device, argmax, median, loss = next(probe.parameters()).device, [], [], 0.0
     for batch in states.split(batch_size):
         logits = probe(batch.to(device))
@@ -200,11 +88,13 @@ def _read(probe: nn.Module, states: torch.Tensor, batch_size: int = 64) -> tuple
         loss += F.cross_entropy(logits.flatten(0, 1), truth.flatten(), reduction="sum").item()
         probs = logits.softmax(-1)
         argmax.append(probs.argmax(-1).cpu())
-        median.append((probs.cumsum(-1) < 0.5).sum(-1).clamp_max(probs.shape[-1] - 1).cpu())  # first position past half the mass
+        # first position past half the mass
+        median.append((probs.cumsum(-1) < 0.5).sum(-1).clamp_max(probs.shape[-1] - 1).cpu())
     return torch.cat(argmax), torch.cat(median), loss / states.shape[:2].numel()
 
 
-def predict_positions(probe: nn.Module, states: torch.Tensor, batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+def predict_positions(probe: nn.Module, states: torch.Tensor,
+                      batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
     "The probe's argmax and posterior-median position for every state of `states` `(n, L, d)`: two `(n, L)` on the CPU."
     return _read(probe, states, batch_size)[:2]
 
@@ -215,7 +105,8 @@ def position_mad(predicted: torch.Tensor) -> float:
     return (predicted - truth).abs().float().mean().item()
 
 # %% ../nbs/04c_probe.ipynb #a3f5d2c9
-SCORES = ("mad", "median_mad")  # the MAD of the argmax and of the posterior median: predict_positions' two outputs, in order
+# the MAD of the argmax and of the posterior median: predict_positions' two outputs, in order
+SCORES = ("mad", "median_mad")
 
 
 @dataclass
@@ -236,11 +127,13 @@ class TrainedProbe:
 
 def probe_scores(probe: TrainedProbe, states: torch.Tensor) -> dict:
     "Each score of `SCORES` on `states` `(n, L, d)`, measured on the checkpoint that score selected."
-    return {score: position_mad(predict_positions(probe.checkpoints[score], states)[slot]) for slot, score in enumerate(SCORES)}
+    return {score: position_mad(predict_positions(probe.checkpoints[score], states)[slot])
+            for slot, score in enumerate(SCORES)}
 
 # %% ../nbs/04c_probe.ipynb #f13cc02b
 def _check(probe: nn.Module, select_states: torch.Tensor, epoch: float, lr: float, history: list, best: dict) -> float:
-    "Score `probe` on the selection states into `history`, keep a copy in `best` for each score it improves; its loss there."
+    """Score `probe` on the selection states into `history`, keep a copy in `best` for each score it improves; its
+    loss there."""
     argmax, median, loss = _read(probe, select_states)
     scores = dict(zip(SCORES, map(position_mad, (argmax, median))))
     history.append(dict(epoch=epoch, lr=lr, loss=loss, **scores))
@@ -251,22 +144,25 @@ def _check(probe: nn.Module, select_states: torch.Tensor, epoch: float, lr: floa
 
 
 def _batches(n: int, settings: ProbeTraining, order: torch.Generator, device):
-    "Index batches of `n` states on `device`, pass after pass to the cap, each pass shuffled: `(batch, passes done, check due)`."
+    """Index batches of `n` states on `device`, pass after pass to the cap, each pass shuffled: `(batch, passes done,
+    check due)`."""
     per_epoch = math.ceil(n / settings.batch_size)
     check_every = max(1, per_epoch // settings.checks_per_epoch)
     for done in range(settings.max_epochs):
         for step, batch in enumerate(torch.randperm(n, generator=order).split(settings.batch_size), 1):
             yield batch.to(device), done + step / per_epoch, step % check_every == 0 or step == per_epoch
 
-
+# %% ../nbs/04c_probe.ipynb #46c62b2d
 @delegates(ProbeTraining)
 def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: str = "mlp", seed: int = 0,
                 **kwargs) -> TrainedProbe:
-    "A probe fitted to every state of `train_states` `(n, L, d)` (label: its position), at each score's best checkpoint on `select_states`."
+    """A probe fitted to every state of `train_states` `(n, L, d)` (label: its position), at each score's best
+    checkpoint on `select_states`."""
     settings, (_, length, d), device = ProbeTraining(**kwargs), train_states.shape, train_states.device
     if select_states.shape[1:] != (length, d):
-        raise ValueError(f"selection states {tuple(select_states.shape)} do not match training states {tuple(train_states.shape)} "
-                         "past the first dimension: give both from the same layer and window length")
+        raise ValueError(f"selection states {tuple(select_states.shape)} do not match training states "
+                         f"{tuple(train_states.shape)} past the first dimension: give both from the same layer and "
+                         "window length")
     with torch.random.fork_rng(devices=[]):  # seeded initial weights without touching the caller's random state
         torch.manual_seed(seed)
         probe = nn.Sequential(Standardise(train_states), make_probe(d, length, kind)).to(device)
@@ -274,24 +170,28 @@ def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: s
     per_epoch, history, best = math.ceil(len(features) / settings.batch_size), [], {}
     optimizer = torch.optim.AdamW(probe.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     plateau, stopped = Plateau(settings.patience, settings.lr_drops, settings.min_improvement), False
-    for step, (batch, epoch, check) in enumerate(_batches(len(features), settings, torch.Generator().manual_seed(seed), device)):
+    batches = _batches(len(features), settings, torch.Generator().manual_seed(seed), device)
+    for step, (batch, epoch, check) in enumerate(batches):
         for group in optimizer.param_groups:
             group["lr"] = lr = settings.lr * settings.lr_scale(step, per_epoch, plateau.drops)
         optimizer.zero_grad(set_to_none=True)
         F.cross_entropy(probe(features[batch]), batch % length).backward()
         optimizer.step()
-        if check and (stopped := plateau.update(_check(probe, select_states, epoch, lr, history, best), epoch >= settings.epochs)):
+        if check and (stopped := plateau.update(_check(probe, select_states, epoch, lr, history, best),
+                                                epoch >= settings.epochs)):
             break
-    return TrainedProbe({score: best[score][1] for score in SCORES}, pd.DataFrame(history), epoch, settings.max_epochs, not stopped)
+    return TrainedProbe({score: best[score][1] for score in SCORES}, pd.DataFrame(history), epoch, settings.max_epochs,
+                        not stopped)
 
 # %% ../nbs/04c_probe.ipynb #cb47d6e1
-PROBE_COLUMNS = ["encoding", "layer", "probe", "seq_len", "mad", "median_mad", "mad_epoch", "median_mad_epoch", "epochs_run",
-                 "still_improving", "random_mad", "middle_mad"]
+PROBE_COLUMNS = ["encoding", "layer", "probe", "seq_len", "mad", "median_mad", "mad_epoch", "median_mad_epoch",
+                 "epochs_run", "still_improving", "random_mad", "middle_mad"]
 
 
 @delegates(ProbeTraining)
 def fit_probes(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, seed: int = 0, **kwargs):
-    "Yield `(layer, kind, probe, held_out_states)` for each of `layers` and `kinds`; one forward pass over each set of `windows`."
+    """Yield `(layer, kind, probe, held_out_states)` for each of `layers` and `kinds`; one forward pass over each set
+    of `windows`."""
     layers, kinds, device = check_layers(model, layers), check_kinds(kinds), model_device(model)
     check_context_length(model, windows.train.shape[1])  # windows drawn for another model may be too long for this one
     ProbeTraining(**kwargs)  # bad settings fail before the forward pass
@@ -303,16 +203,17 @@ def fit_probes(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, see
 
 
 @delegates(ProbeTraining)
-def probe_layers(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, seed: int = 0, encoding: str | None = None,
-                 **kwargs) -> pd.DataFrame:
+def probe_layers(model, windows: ProbeWindows, layers=None, kinds=PROBE_KINDS, seed: int = 0,
+                 encoding: str | None = None, **kwargs) -> pd.DataFrame:
     """Held-out scores of each probe kind on each of `layers` (default: all, 0 = embedding output), fitted and scored on
     `windows` (`probe_windows`), beside both baselines: a row each."""
     length = windows.train.shape[1]
-    rows = [dict(layer=layer, probe=kind, **probe_scores(probe, states), **{f"{s}_epoch": probe.selected_epoch(s) for s in SCORES},
-                 epochs_run=probe.epochs_run, still_improving=probe.still_improving)
+    rows = [dict(layer=layer, probe=kind, **probe_scores(probe, states),
+                 **{f"{s}_epoch": probe.selected_epoch(s) for s in SCORES}, epochs_run=probe.epochs_run,
+                 still_improving=probe.still_improving)
             for layer, kind, probe, states in fit_probes(model, windows, layers, kinds, seed, **kwargs)]
-    return pd.DataFrame(rows).assign(encoding=model_encoding(model, encoding), seq_len=length, random_mad=random_mad(length),
-                                     middle_mad=middle_mad(length))[PROBE_COLUMNS]
+    return pd.DataFrame(rows).assign(encoding=model_encoding(model, encoding), seq_len=length,
+                                     random_mad=random_mad(length), middle_mad=middle_mad(length))[PROBE_COLUMNS]
 
 # %% ../nbs/04c_probe.ipynb #a8c43c0c
 SCORE_LABELS = {"mad": "argmax error: mean |predicted - true position|",
@@ -328,13 +229,16 @@ def plot_baselines(ax, df: pd.DataFrame):
 
 
 def plot_probe_layers(df: pd.DataFrame, scores=("mad", "median_mad"), caption: str | None = None):
-    "Probe error against layer (the paper's Fig. 2): a row of panels per score, a column per probe kind, both baselines."
+    """Probe error against layer (the paper's Fig. 2): a row of panels per score, a column per probe kind, both
+    baselines."""
     kinds = list(dict.fromkeys(df.probe)) if "probe" in df and len(df) else []
     if not kinds:
         raise ValueError(f"nothing to plot: no probe rows (columns {list(df.columns)}); give probe_layers' table")
-    style = "weights" if "trained" in df and not df.trained.all() else None  # trained: the plain label, first line style
+    # trained: the plain label, first line style
+    style = "weights" if "trained" in df and not df.trained.all() else None
     if style:
-        df = df.assign(weights=np.where(df.trained, "", "untrained")).sort_values("trained", ascending=False, kind="stable")
+        df = df.assign(weights=np.where(df.trained, "", "untrained"))
+        df = df.sort_values("trained", ascending=False, kind="stable")
     fig, axes = new_figure(len(scores), len(kinds), squeeze=False, sharex=True, sharey=True)
     for row, score in zip(axes, scores):
         for ax, kind in zip(row, kinds):
@@ -342,14 +246,16 @@ def plot_probe_layers(df: pd.DataFrame, scores=("mad", "median_mad"), caption: s
             plot_baselines(ax, df)
             ax.set_xticks(sorted(set(df.layer)))
             style_axes(ax, "layer (0 = embedding output)", SCORE_LABELS.get(score, score), title=PROBE_TITLES[kind])
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right upper", frameon=False)  # one legend, off the lines
+    # one legend, off the lines
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside right upper", frameon=False)
     if caption:
         add_caption(fig, caption)
     return fig
 
 # %% ../nbs/04c_probe.ipynb #4be0c2a7
 def initial_model(run) -> nn.Module:
-    "`run`'s model before training: its config's model, initialised from its seed as training initialises it, on its device, in eval mode."
+    """`run`'s model before training: its config's model, initialised from its seed as training initialises it, on
+    its device, in eval mode."""
     with torch.random.fork_rng(devices=[]):  # seeded without touching the caller's random state
         return start_model(run.config, run.device)[0].eval()
 
@@ -364,17 +270,18 @@ def probe_run(run, windows: ProbeWindows, trained: bool = True, **kwargs) -> pd.
 
 # %% ../nbs/04c_probe.ipynb #b1f9caba
 @delegates(ProbeTraining)
-def probe_predictions(model, windows: ProbeWindows, layer: int, kind: str = "mlp", seed: int = 0, encoding: str | None = None,
-                      **kwargs) -> pd.DataFrame:
-    "Per-position statistics of one layer's probe on the held-out `windows`: mean, mean ± 1.96 std, and window 0's predictions."
+def probe_predictions(model, windows: ProbeWindows, layer: int, kind: str = "mlp", seed: int = 0,
+                      encoding: str | None = None, **kwargs) -> pd.DataFrame:
+    """Per-position statistics of one layer's probe on the held-out `windows`: mean, mean ± 1.96 std, and window 0's
+    predictions."""
     layer = check_layer(model, layer)
     [(_, _, probe, states)] = fit_probes(model, windows, [layer], [kind], seed, **kwargs)
     predicted = predict_positions(probe.checkpoints["mad"], states)[0].float()  # the argmax, on the checkpoint it chose
     length = predicted.shape[1]
     mean, std = predicted.mean(0), predicted.std(0) if len(predicted) > 1 else torch.zeros(length)
-    return pd.DataFrame(dict(encoding=model_encoding(model, encoding), layer=layer, probe=kind, position=np.arange(length),
-                             mean=mean.numpy(), lower=(mean - 1.96 * std).numpy(), upper=(mean + 1.96 * std).numpy(),
-                             example=predicted[0].numpy()))
+    return pd.DataFrame(dict(encoding=model_encoding(model, encoding), layer=layer, probe=kind,
+                             position=np.arange(length), mean=mean.numpy(), lower=(mean - 1.96 * std).numpy(),
+                             upper=(mean + 1.96 * std).numpy(), example=predicted[0].numpy()))
 
 
 def plot_probe_predictions(df: pd.DataFrame, caption: str | None = None):

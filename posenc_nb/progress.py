@@ -45,25 +45,28 @@ def _last_logged_step(path: Path, tail: int = 4096) -> int:
 
 
 def run_state(folder: Path) -> dict:
-    """What the run `folder` shows now: its `step` (its training log's last, or its checkpoint's), whether it `finished`,
-    and when its scores or probes last changed (`scored`, a time; 0: never). A missing or half-written file shows nothing."""
+    """What the run `folder` shows now: its `step` (its training log's last, or its checkpoint's), whether it
+    `finished`, and when its scores or probes last changed (`scored`, a time; 0: never). A missing or half-written
+    file shows nothing."""
     folder = Path(folder)
     try:
         meta = json.loads((folder / "meta.json").read_bytes())
     except (OSError, ValueError):
         meta = {}
     meta = meta if isinstance(meta, dict) else {}
-    scored = max((path.stat().st_mtime for path in (folder / SCORES_FILE, folder / PROBES_FILE) if path.is_file()), default=0.0)
+    scored = max((path.stat().st_mtime for path in (folder / SCORES_FILE, folder / PROBES_FILE) if path.is_file()),
+                 default=0.0)
     checkpoint = meta["step"] if type(meta.get("step")) is int else 0
-    return dict(step=max(checkpoint, _last_logged_step(folder / "metrics.jsonl")), finished=meta.get("finished") is True,
-                scored=scored)
+    return dict(step=max(checkpoint, _last_logged_step(folder / "metrics.jsonl")),
+                finished=meta.get("finished") is True, scored=scored)
 
 # %% ../nbs/06a_progress.ipynb #73bf6dc8
 ASSUMED_CPU_TFLOPS = 0.15  # model TFLOP/s the committed cpu run sustained on 2 cores, its notebooks' whole time counted
 
 
 def machine_rate() -> tuple[float, str]:
-    "The TFLOP/s the notebooks' training is assumed to sustain here, and where it trains: a GPU at the plan's rate, else the CPU."
+    """The TFLOP/s the notebooks' training is assumed to sustain here, and where it trains: a GPU at the plan's rate,
+    else the CPU."""
     if torch.cuda.is_available():  # where a run's device "auto" trains
         return ASSUMED_TFLOPS, "a GPU"
     return ASSUMED_CPU_TFLOPS, f"the CPU ({os.cpu_count()} cores)"
@@ -77,14 +80,15 @@ def about(seconds: float) -> str:
 
 
 def cost_here(plan: pd.DataFrame, names: list[str]) -> str:
-    """What training the runs of the notebooks `names` costs, in two lines: `plan_summary` of them (GPU-hours at the plan's
-    rate), then those not finished yet (finished ones are reused) at this machine's assumed rate (`machine_rate`)."""
+    """What training the runs of the notebooks `names` costs, in two lines: `plan_summary` of them (GPU-hours at the
+    plan's rate), then those not finished yet (finished ones are reused) at this machine's assumed rate
+    (`machine_rate`)."""
     tflops, where = machine_rate()
     chosen = plan[plan.notebooks.map(lambda used: bool(set(used.split(", ")) & set(names))).astype(bool)]
     todo = chosen[chosen.folder.map(lambda folder: not run_state(folder)["finished"]).astype(bool)]
     return (f"{plan_summary(chosen)}\nhere, on {where}: {len(todo)} of these runs to train ({len(chosen) - len(todo)} "
-            f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(todo.flops.sum() / (tflops * 1e12))} of training at "
-            f"an assumed {tflops:g} TFLOP/s sustained, corrected as they train")
+            f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(todo.flops.sum() / (tflops * 1e12))} of training "
+            f"at an assumed {tflops:g} TFLOP/s sustained, corrected as they train")
 
 # %% ../nbs/06a_progress.ipynb #e8845c3b
 def remaining_seconds(left: float, done: float, elapsed: float, settled: float = 0.02) -> float:
@@ -102,14 +106,14 @@ def clock(seconds: float) -> str:
 
 # %% ../nbs/06a_progress.ipynb #affbd905
 class Tracker:
-    """The runs of a reproduction's `plan` as their folders show them while the notebooks `names` run in turn, training
-    assumed to sustain `tflops` (None: `machine_rate`) until measured: `begin(i)` as notebook `i` starts, `look()` to read
-    the folders anew, `left()` for the seconds still to go (and `status` to sum it all up)."""
+    """The runs of a reproduction's `plan` as the notebooks `names` run, training assumed at `tflops` (None:
+    `machine_rate`) until measured: `begin(i)` as notebook `i` starts, `look()` reads the folders, `left()` the rest."""
 
     def __init__(self, plan: pd.DataFrame, names: list[str], tflops: float | None = None):
         rate, self.names, self.i, self.mine = (tflops or machine_rate()[0]) * 1e12, list(names), 0, set()
-        self.runs = {row.run: dict(folder=Path(row.folder), steps=row.steps, seconds=row.flops / rate, **run_state(row.folder),
-                                   notebooks=set(row.notebooks.split(", "))) for row in plan.itertuples()}
+        self.runs = {row.run: dict(folder=Path(row.folder), steps=row.steps, seconds=row.flops / rate,
+                                   **run_state(row.folder), notebooks=set(row.notebooks.split(", ")))
+                     for row in plan.itertuples()}
         for run in self.runs.values():
             run["start"] = run["step"]  # where this reproduction takes it up
         self.t0 = self.since = time.time()
@@ -121,7 +125,7 @@ class Tracker:
         return self.mine
 
     def look(self) -> list[str]:
-        "Read the folders of the unfinished runs and this notebook's; what changed: began training, trained, scored (NAME)."
+        "Read the folders of the unfinished runs and this notebook's; what changed: began training, trained, scored."
         events = []
         for name, run in self.runs.items():
             if run["finished"] and name not in self.mine:
@@ -129,14 +133,15 @@ class Tracker:
             now = run_state(run["folder"])
             if now["finished"] > run["finished"] or now["step"] > run["step"]:
                 self.mine.add(name)
-                events += [f"trained {name}"] if now["finished"] else [f"began training {name}"] * (run["step"] == run["start"])
+                begun = run["step"] == run["start"]
+                events += [f"trained {name}"] if now["finished"] else [f"began training {name}"] * begun
             if name in self.mine and now["scored"] >= self.since > run["scored"]:
                 events.append(f"scored {name}")
             run.update(now)
         return events
 
     def left(self) -> float:
-        "Seconds still to go (`remaining_seconds`): the plan's, for the unfinished runs this notebook or a later one uses."
+        "Seconds still to go (`remaining_seconds`): the plan's, for unfinished runs this or a later notebook uses."
         later, planned, done = set(self.names[self.i:]), 0.0, 0.0
         for name, run in self.runs.items():
             per_step = run["seconds"] / run["steps"]
@@ -147,9 +152,10 @@ class Tracker:
 
 # %% ../nbs/06a_progress.ipynb #f56bb850
 def status(tracker: Tracker) -> str:
-    """The current notebook's models (how many trained and scored, the step of those training) and the time: elapsed, and
-    the training left (the notebooks' other work is counted only as it slows the pace measured so far)."""
-    mine, left = [dict(run, name=name) for name, run in sorted(tracker.runs.items()) if name in tracker.mine], tracker.left()
+    """The current notebook's models (how many trained and scored, the step of those training) and the time: elapsed,
+    and the training left (the notebooks' other work is counted only as it slows the pace measured so far)."""
+    mine = [dict(run, name=name) for name, run in sorted(tracker.runs.items()) if name in tracker.mine]
+    left = tracker.left()
     training = [f"{run['name']} step {run['step']}/{run['steps']}" for run in mine
                 if not run["finished"] and run["step"] > run["start"]]
     time_left = f"{about(left)} of training left" if left > 0 else "no training left"
@@ -157,7 +163,8 @@ def status(tracker: Tracker) -> str:
              f"{sum(run['scored'] >= tracker.since for run in mine)} scored",
              f"{clock(time.time() - tracker.t0)} elapsed, {time_left}"]
     if training:  # last: a narrow terminal cuts it first
-        parts.append(f"training {', '.join(training[:2])}" + (f" and {len(training) - 2} more" if len(training) > 2 else ""))
+        parts.append(f"training {', '.join(training[:2])}"
+                     + (f" and {len(training) - 2} more" if len(training) > 2 else ""))
     return "; ".join(parts)
 
 # %% ../nbs/06a_progress.ipynb #c7a7624c
@@ -182,7 +189,8 @@ def _watching(look, every: float):
 class Progress:
     """The reproduction's progress on `file` (the runner's stderr; None: nothing) while the block of `notebook(i)` runs
     notebook `i`, from a `Tracker` a thread reads every `every` seconds: a tqdm bar on a terminal, else a plain line per
-    event and the status every `beat` seconds. The runner's own lines go through `log` (`say` prints them), above the bar."""
+    event and the status every `beat` seconds. The runner's own lines go through `log` (`say` prints them), above
+    the bar."""
 
     def __init__(self, tracker: Tracker, say=print, file=None, every: float = 2.0, beat: float = 60.0):
         self.tracker, self.say, self.file, self.every, self.beat, self.bar = tracker, say, file, every, beat, None
@@ -210,7 +218,8 @@ class Progress:
         "Redraw the bar; or print a line per event, and the status if nothing was said for `beat` seconds."
         if self.bar is not None:
             mine = [self.tracker.runs[name] for name in self.tracker.mine]
-            self.bar.total, self.bar.n = len(mine), sum(1 if run["finished"] else run["step"] / run["steps"] for run in mine)
+            self.bar.total, self.bar.n = len(mine), sum(1 if run["finished"] else run["step"] / run["steps"]
+                                                        for run in mine)
             return self.bar.set_description_str(status(self.tracker))
         sys.stdout.flush()  # the runner's lines first, in a log file that holds both
         for event in events or ["running"] * (time.time() - self.said >= self.beat):

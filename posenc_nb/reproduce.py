@@ -27,7 +27,8 @@ from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
 from .plan import chosen_plan, plan_main, plan_summary, train_locally, training_plan
 from .progress import Progress, Tracker, cost_here, record_timings
-from .profiles import DEFAULT_OUT, PROFILES, committed_figures, profile_parameters
+from .profile_values import DEFAULT_OUT, PROFILES
+from .profiles import committed_figures, profile_parameters
 from .report import update_readme
 from .commands import EXIT_STATUS, run_command
 from .files import file_in_the_way, REPO_ROOT, unwritable
@@ -132,8 +133,8 @@ def _without_paths(output: Path, shown: dict | None = None):
     nbformat.write(nb, output)
 
 
-# A Ctrl-C ends the kernel while it replies to the interrupted cell, and it logs that reply's failure (a ZMQError) with a
-# traceback to our stderr; what a notebook prints goes to its executed copy, so the kernel logs only what is critical.
+# A Ctrl-C ends the kernel while it replies to the interrupted cell, and it logs that reply's failure (a ZMQError) with
+# a traceback to our stderr; what a notebook prints goes to its executed copy, so the kernel logs only what is critical.
 _KERNEL_QUIET = ["--IPKernelApp.log_level=CRITICAL"]
 
 
@@ -148,7 +149,8 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     except PapermillExecutionError as e:  # the executed copy is whole, with the traceback
         with contextlib.suppress(OSError, ValueError):  # tidying it is secondary: the cell's error is the one to report
             _without_paths(output)
-        number, first_line = _failing_cell(notebook, e.source), next((line for line in e.source.splitlines() if line.strip()), "")
+        number = _failing_cell(notebook, e.source)
+        first_line = next((line for line in e.source.splitlines() if line.strip()), "")
         raise ReproductionError(f"{notebook.stem} failed at cell {number or '?'} (`{first_line.strip()}`): {e.ename}: "
                                 f"{e.evalue}\nThe executed notebook, with the full traceback, is {output}",
                                 notebook.stem, number) from None
@@ -159,19 +161,22 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
 
 # %% ../nbs/06c_reproduce.ipynb #6bae7da4
 def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tuple[Path, dict]:
-    """The output folder, resolved, and the parameters; first an error for an unknown profile or key, a bad parameter, or
-    other results aimed at the committed figures."""
+    """The output folder, resolved, and the parameters; first an error for an unknown profile or key, a bad parameter,
+    or other results aimed at the committed figures."""
     params = profile_parameters(profile, overrides)
     out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
     if blocker := file_in_the_way(out_dir):
-        raise ConfigError([("out", f"{blocker} is a file; give a folder for the figures and tables, e.g. --out runs/NAME")])
+        raise ConfigError([("out",
+                            f"{blocker} is a file; give a folder for the figures and tables, e.g. --out runs/NAME")])
     if reason := unwritable(out_dir):  # checked before the folder is made: a refused path leaves nothing behind
-        raise ConfigError([("out", f"{out_dir} cannot hold the figures and tables: {reason}; give a folder you can write "
-                                   "to, e.g. --out runs/NAME")])
+        raise ConfigError([("out",
+                            f"{out_dir} cannot hold the figures and tables: {reason}; give a folder you can write "
+                            "to, e.g. --out runs/NAME")])
     if out_dir == committed_figures() and (profile != "cpu" or overrides) and not replace:
         changed = f"profile {profile!r}" + (f" with {', '.join(overrides)} changed" if overrides else "")
         raise ConfigError([("out", f"{out_dir} holds the committed figures of the cpu profile, which {changed} would "
-                                   "overwrite with other results; give --out runs/NAME, or pass --replace to replace them")])
+                                   "overwrite with other results; give --out runs/NAME, or pass --replace to replace "
+                                   "them")])
     return out_dir, params
 
 
@@ -184,7 +189,8 @@ def _publish(staging: Path, out_dir: Path):
     shutil.rmtree(staging)
 
 # %% ../nbs/06c_reproduce.ipynb #f1a2b3c4
-def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool, log) -> tuple[Path, dict, list, list]:
+def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, replace: bool,
+             log) -> tuple[Path, dict, list, list]:
     """The output folder, the parameters, `(notebook, its parameters)` for each chosen notebook and the names of every
     experiment notebook (whose claims `claims.csv` gathers; others' claims named): every check before anything runs."""
     out_dir, params = _check_request(profile, overrides, out_dir, replace)
@@ -192,8 +198,9 @@ def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, repl
     todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in select_notebooks(every, only)]
     known = [nb.stem for nb in every]
     if others := gather_claims(out_dir, known)[1]:
-        log(f"left out of {out_dir / 'claims.csv'}, as no experiment notebook in {experiments_dir} writes them (one since "
-            f"renamed?): {', '.join(p.name for p in others)} in {others[0].parent}; delete them to say nothing of them")
+        log(f"left out of {out_dir / 'claims.csv'}, as no experiment notebook in {experiments_dir} writes them (one "
+            f"since renamed?): {', '.join(p.name for p in others)} in {others[0].parent}; delete them to say nothing "
+            "of them")
     return out_dir, params, todo, known
 
 # %% ../nbs/06c_reproduce.ipynb #9b76c7c6
@@ -230,8 +237,8 @@ def _only_runner(out_dir: Path):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             handle.seek(0)
-            raise RuntimeError(f"another posenc-reproduce (process {handle.read().strip() or '?'}) is writing to {out_dir}; "
-                               "wait for it to end, or give this one another --out") from None
+            raise RuntimeError(f"another posenc-reproduce (process {handle.read().strip() or '?'}) is writing to "
+                               f"{out_dir}; wait for it to end, or give this one another --out") from None
         handle.truncate(0)
         handle.write(str(os.getpid()))
         handle.flush()
@@ -261,7 +268,8 @@ def _run_all(todo: list, out_dir: Path, known: list, progress: Progress, record=
                                     "trained models are reused.") from None
         timings.append(dict(notebook=nb.stem, seconds=round(time.time() - t0, 1), executed=str(output)))
         record(timings)
-        progress.log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} s)")
+        progress.log(f"[{i}/{len(todo)}] {nb.stem}: done in {time.time() - t0:.0f} s (total {time.time() - start:.0f} "
+                     "s)")
     return timings
 
 # %% ../nbs/06c_reproduce.ipynb #889ecc5c
@@ -270,9 +278,9 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
               nproc_per_node: int = 1, progress=None) -> pd.DataFrame:
     """Run the experiment notebooks (or those in `only`) under `profile` with `overrides`, each publishing to `out_dir`
     only if it succeeds (`_run_staged`; other results than the cpu profile's reach the committed figures only with
-    `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv as each ends. They train `train_jobs`
-    models side by side (None: one a usable core); with `launcher="torchrun"`, torchrun first trains their runs one by
-    one on `nproc_per_node` processes (`train_locally`). A full run rewrites the README's generated blocks
+    `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv as each ends. They train
+    `train_jobs` models side by side (None: one a usable core); with `launcher="torchrun"`, torchrun first trains their
+    runs one by one on `nproc_per_node` processes (`train_locally`). A full run rewrites the README's generated blocks
     (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as `out_dir`/README.md.
     It first says what their training costs here (`cost_here`); `progress`, a file (the command's stderr), shows each
     notebook's models and the time left as they run (`posenc_nb.progress.Progress`)."""
@@ -287,7 +295,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
     jobs = side_by_side_jobs(params["train_jobs"])
 
-    def record(rows: list[dict]):  # as each notebook ends: a run cut short keeps what it measured, and --only adds the rest
+    def record(rows: list[dict]):  # as each notebook ends: a run cut short keeps what it measured, --only adds the rest
         timed = pd.DataFrame(rows).drop(columns="executed").assign(profile=profile, train_jobs=jobs)
         record_timings(timed, out_dir / "reproduce_timings.csv", whole=not only, log=log)
 
@@ -298,7 +306,8 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
         if out_dir != committed_figures():
             readme = Path(shutil.copyfile(readme, out_dir / "README.md"))
-        log(f"{readme}: rewrote {', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
+        log(f"{readme}: rewrote "
+            f"{', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
     return timings
 
 # %% ../nbs/06c_reproduce.ipynb #f77f4e27
@@ -308,8 +317,8 @@ def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | Non
     overrides = overrides or {}
     out_dir, _, todo, _ = _prepare(profile, only, out_dir, overrides, experiments_dir, replace, log)
     plan = chosen_plan(profile, overrides, todo)
-    log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would go "
-        f"to {out_dir}\n{plan_summary(plan)}")
+    log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would "
+        f"go to {out_dir}\n{plan_summary(plan)}")
     return plan
 
 # %% ../nbs/06c_reproduce.ipynb #6c35e0a4
@@ -319,15 +328,18 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["plan"]:
         return plan_main(argv[1:])
-    parser = argparse.ArgumentParser(prog="posenc-reproduce", description="Run the experiment notebooks under one profile.",
+    parser = argparse.ArgumentParser(prog="posenc-reproduce",
+                                     description="Run the experiment notebooks under one profile.",
                                      epilog="key=value replaces a profile value (read as YAML), e.g. seeds=[0,1] "
-                                            f"eval_tokens=4096. `posenc-reproduce plan --help`: the profile's training runs as "
-                                            f"commands, to train them elsewhere first. {EXIT_STATUS}")
+                                            "eval_tokens=4096. `posenc-reproduce plan --help`: the profile's training "
+                                            f"runs as commands, to train them elsewhere first. {EXIT_STATUS}")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
-    parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES), help="parameter set (default: cpu, the main job)")
+    parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
+                        help="parameter set (default: cpu, the main job)")
     parser.add_argument("--only", action="append", metavar="NAME",
                         help="run only this notebook (name, number, or name without number); repeat for more")
-    parser.add_argument("--out", help="folder for figures and CSVs (default: figures/ for cpu, runs/<profile>-figures otherwise)")
+    parser.add_argument("--out", help="folder for figures and CSVs (default: figures/ for cpu, runs/<profile>-figures "
+                                      "otherwise)")
     parser.add_argument("--replace", action="store_true",
                         help="let another profile, or overrides, replace the committed figures/ (refused otherwise)")
     parser.add_argument("--experiments-dir", default=str(EXPERIMENTS_DIR), help="folder of the experiment notebooks")
@@ -335,11 +347,13 @@ def main(argv=None) -> int:
                         help="check everything and print the plan of the runs the notebooks train; run nothing")
     parser.add_argument("--launcher", choices=LAUNCHERS, default="notebooks",
                         help="who trains: each notebook its own models (default), or torchrun, every run first")
-    parser.add_argument("--nproc-per-node", type=int, default=1, help="with --launcher torchrun: processes (GPUs) per run")
+    parser.add_argument("--nproc-per-node", type=int, default=1,
+                        help="with --launcher torchrun: processes (GPUs) per run")
     args = parser.parse_intermixed_args(argv)
     if args.nproc_per_node != 1 and args.launcher != "torchrun":
         parser.error("--nproc-per-node needs --launcher torchrun (the notebooks train on one process each)")
-    options = {} if args.dry_run else dict(launcher=args.launcher, nproc_per_node=args.nproc_per_node, progress=sys.stderr)
+    options = {} if args.dry_run else dict(launcher=args.launcher, nproc_per_node=args.nproc_per_node,
+                                           progress=sys.stderr)
     run = dry_run if args.dry_run else reproduce
     return run_command("posenc-reproduce", lambda: run(
         args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),

@@ -10,7 +10,8 @@ import pandas as pd
 
 from .claims import Claim, status_of
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, power_law_fit, power_law_problem, power_law_reach, seed_gap
+from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, power_law_fit, power_law_problem, power_law_reach
+from .seeds import seed_gap
 
 # %% auto #0
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'STATEMENTS', 'BLOG_ORDER', 'MASKED_COLLAPSE', 'TABLE_ARMS',
@@ -30,10 +31,12 @@ def paper_gaps(comparators=PAPER_COMPARATORS) -> pd.DataFrame:
             for table in ("table1", "table2", "table3")
             for setting, gap in nopos_gap(paper_table(table).loc[["nopos", *comparators]]).items()]
     gaps = pd.DataFrame(rows).assign(nats_per_token=lambda d: np.log1p(d.relative))
-    return gaps.assign(bytes_per_token=gaps.corpus.map(BYTES_PER_TOKEN), nats_per_byte=lambda d: d.nats_per_token / d.bytes_per_token)
+    return gaps.assign(bytes_per_token=gaps.corpus.map(BYTES_PER_TOKEN),
+                       nats_per_byte=lambda d: d.nats_per_token / d.bytes_per_token)
 
 
-PAPER_GAP = float(paper_gaps().nats_per_byte.max())  # nats a byte: the paper's largest gap to its comparators, on our scale
+# nats a byte: the paper's largest gap to its comparators, on our scale
+PAPER_GAP = float(paper_gaps().nats_per_byte.max())
 
 # %% ../nbs/05c_rules.ipynb #d4ab94f3
 STATEMENTS = {  # rule -> the claim, the paper's numbers and the rule, in words
@@ -43,17 +46,19 @@ STATEMENTS = {  # rule -> the claim, the paper's numbers and the rule, in words
               f"(Table 2's 125M: NoPos 22.15, learned 22.04, sinusoidal 21.49, "
               f"{np.expm1(PAPER_GAP * BYTES_PER_TOKEN['pile']):+.1%} a GPT-2 token)",
         rule=f"against the better of learned and sinusoidal positions: within {PAPER_GAP:.4f} nats a byte reproduces, "
-             f"within {3 * PAPER_GAP:.4f} or not beyond it by more than the seed spread partly; one seed, not established"),
+             f"within {3 * PAPER_GAP:.4f} or not beyond it by more than the seed spread partly; one seed, not "
+             "established"),
     "size_trend": dict(
         claim="The NoPos gap narrows as models grow",
-        paper="from {:+.1%} (125M) to {:+.1%} (1.3B) on the Pile".format(*nopos_gap(paper_table("table2")).iloc[[0, -1]]),
-        rule=f"narrowing beyond the seed spread of the gap itself (its {LEVEL:.0%} t interval over the core models' seeds, "
-             "for two one-seed values) reproduces; widening beyond it does not; a change within it (or an unknown spread) "
-             "is not established"),
+        paper="from {:+.1%} (125M) to {:+.1%} (1.3B) on the Pile".format(
+            *nopos_gap(paper_table("table2")).iloc[[0, -1]]),
+        rule=f"narrowing beyond the seed spread of the gap itself (its {LEVEL:.0%} t interval over the core models' "
+             "seeds, for two one-seed values) reproduces; widening beyond it does not; a change within it (or an "
+             "unknown spread) is not established"),
     "learns_position": dict(
         claim="A causal model without positions learns absolute position (a probe reads it from its middle layers)",
-        paper="Figure 2: NoPos's probe error (argmax) falls from 337 (random: 341) at the embeddings to 16.5 at layer 6 of "
-              "24, learned positions 8.8 there",
+        paper="Figure 2: NoPos's probe error (argmax) falls from 337 (random: 341) at the embeddings to 16.5 at layer "
+              "6 of 24, learned positions 8.8 there",
         rule="the argmax error below the untrained control beyond the seed spread and within twice the learned model's "
              "reproduces; below the control alone, partly; one seed, not established"),
 }
@@ -75,20 +80,22 @@ def _settled(gap: dict, status: str) -> str:
 
 # %% ../nbs/05c_rules.ipynb #d0ecee72
 def competitive(nopos_ppl, ppl: dict, length: int) -> Claim:
-    """NoPos (perplexities a seed) against the better of the paper's comparators in `ppl` (encoding -> perplexities a seed;
-    the other encodings there are reported beside) at the training `length`: within `PAPER_GAP` nats a byte reproduces;
-    within three times it, or not beyond it by more than the seed spread, partly."""
+    """NoPos (perplexities a seed) against the better of the paper's comparators in `ppl` (encoding -> perplexities a
+    seed; the other encodings there are reported beside) at the training `length`: within `PAPER_GAP` nats a byte
+    reproduces; within three times it, or not beyond it by more than the seed spread, partly."""
     if missing := [e for e in PAPER_COMPARATORS if e not in ppl]:
         return untested("competitive", f"the paper's comparator(s) {missing} were not trained")
     best = min(PAPER_COMPARATORS, key=lambda e: _nats(ppl[e]).mean())
     gap = seed_gap(_nats(nopos_ppl), _nats(ppl[best]))
     over = gap["gap"] - PAPER_GAP
-    status = status_of(over <= 0, over <= 2 * PAPER_GAP or not seed_gap(_nats(nopos_ppl) - PAPER_GAP, _nats(ppl[best]))["real"])
+    status = status_of(over <= 0,
+                       over <= 2 * PAPER_GAP or not seed_gap(_nats(nopos_ppl) - PAPER_GAP, _nats(ppl[best]))["real"])
     beside = ", ".join(f"{e} {np.mean(v):.2f} ({_nats(nopos_ppl).mean() - _nats(v).mean():+.3f})"
                        for e, v in ppl.items() if e not in PAPER_COMPARATORS)
     return Claim(**STATEMENTS["competitive"], status=_settled(gap, status),
                  ours=f"at {length} bytes: NoPos {np.mean(nopos_ppl):.2f} against {best} {np.mean(ppl[best]):.2f}, "
-                      f"{gap['gap']:+.3f} nats a byte ({gap['verdict']})" + (f"; beside, NoPos's gap to {beside}" if beside else ""))
+                      f"{gap['gap']:+.3f} nats a byte ({gap['verdict']})"
+                          + (f"; beside, NoPos's gap to {beside}" if beside else ""))
 
 # %% ../nbs/05c_rules.ipynb #6f8fac66
 BLOG_ORDER = tuple(sorted(PAPER_RESULTS["blog_fig1_at_1024"], key=PAPER_RESULTS["blog_fig1_at_1024"].get))
@@ -108,39 +115,43 @@ def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> 
         return untested("extrapolation", f"the blog's encoding(s) {missing} were not trained")
     gap = lambda a, b: seed_gap(_nats(at_longest[b]), _nats(at_longest[a]))  # b's loss over a's
     apart = lambda g: g["real"] and g["gap"] > 0  # b behind a beyond the spread
-    pairs = [gap(a, b) for a, b in zip(BLOG_ORDER, BLOG_ORDER[1:])]
+    neighbours = list(zip(BLOG_ORDER, BLOG_ORDER[1:]))
+    pairs = [gap(a, b) for a, b in neighbours]
     same, alibi_first = all(map(apart, pairs)), all(apart(gap("alibi", e)) for e in BLOG_ORDER[1:])
     order = sorted(BLOG_ORDER, key=lambda e: _nats(at_longest[e]).mean())
     flat = np.mean(ratios["alibi"]) <= 1.1
     less = seed_gap(_nats(ratios["nopos"]), _nats(ratios["sinusoidal"]))
-    ratio_rule = ("holds" if flat and less["real"] and less["gap"] < 0 else "holds in part" if flat or less["real"] and less["gap"] < 0
-                  else "fails")
+    ratio_rule = ("holds" if flat and less["real"] and less["gap"] < 0
+                  else "holds in part" if flat or (less["real"] and less["gap"] < 0) else "fails")
+    best_first = ", ".join(f"{e} {np.mean(at_longest[e]):.3g}" for e in order)
+    apart_here = ", ".join(f"{a}-{b} {p['gap']:+.2f} ({p['verdict']})" for (a, b), p in zip(neighbours, pairs))
     return Claim(**STATEMENTS["extrapolation"], status=_settled(pairs[0], status_of(same, alibi_first)),
-                 ours=f"at {longest} bytes, best first: " + ", ".join(f"{e} {np.mean(at_longest[e]):.3g}" for e in order)
-                      + "; the blog's neighbours here: " + ", ".join(f"{a}-{b} {p['gap']:+.2f} ({p['verdict']})"
-                                                               for (a, b), p in zip(zip(BLOG_ORDER, BLOG_ORDER[1:]), pairs))
-                      + f"; the ratio rule {ratio_rule} (ALiBi {np.mean(ratios['alibi']):.2f}x, NoPos "
-                        f"{np.mean(ratios['nopos']):.2f}x, sinusoidal {np.mean(ratios['sinusoidal']):.2f}x over {length})")
+                 ours=f"at {longest} bytes, best first: {best_first}; the blog's neighbours here: {apart_here}; "
+                      f"the ratio rule {ratio_rule} (ALiBi {np.mean(ratios['alibi']):.2f}x, NoPos "
+                      f"{np.mean(ratios['nopos']):.2f}x, sinusoidal {np.mean(ratios['sinusoidal']):.2f}x "
+                      f"over {length})")
 
 # %% ../nbs/05c_rules.ipynb #e194bb32
 def size_trend(gaps: pd.Series, seed_gaps) -> Claim:
-    """NoPos's relative gap (`nopos_gap`) by model size, smallest first, one seed each, against the seed spread of the gap
-    itself (`seed_gaps`: the core models' relative gap, a value per seed) for the difference of two one-seed values:
+    """NoPos's relative gap (`nopos_gap`) by model size, smallest first, one seed each, against the seed spread of the
+    gap itself (`seed_gaps`: the core models' relative gap, a value per seed) for the difference of two one-seed values:
     narrowing beyond it reproduces, widening beyond it does not, anything else is not established."""
     first, last = gaps.iloc[0], gaps.iloc[-1]
     spread = draw_halfwidth(seed_gaps, draws=2)
     status = status_of(last < first, False) if abs(last - first) > spread else "not established"
     return Claim(**STATEMENTS["size_trend"], status=status,
                  ours=f"NoPos's gap from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]}) = "
-                      f"{np.log1p(first):+.3f} to {np.log1p(last):+.3f} nats a byte, one seed a size; the gap's seed spread "
+                      f"{np.log1p(first):+.3f} to {np.log1p(last):+.3f} nats a byte, one seed a size; the gap's seed "
+                      "spread "
                       + ("unknown (one core seed)" if np.isnan(spread) else
-                         f"±{spread:.1%} (over {len(seed_gaps)} core seeds: " + ", ".join(f"{g:+.1%}" for g in seed_gaps) + ")"))
+                         f"±{spread:.1%} (over {len(seed_gaps)} core seeds: "
+                             + ", ".join(f"{g:+.1%}" for g in seed_gaps) + ")"))
 
 # %% ../nbs/05c_rules.ipynb #aa8fd746
 def learns_position(layer: int, trained, untrained, learned, middle: float) -> Claim:
-    """At trained NoPos's best `layer`, the MLP probe's argmax error (the paper's score), a value per seed: `trained` NoPos
-    below its `untrained` self (the same seeds) beyond the spread and within twice the `learned`-position model's error
-    reproduces; below its untrained self alone, partly."""
+    """At trained NoPos's best `layer`, the MLP probe's argmax error (the paper's score), a value per seed: `trained`
+    NoPos below its `untrained` self (the same seeds) beyond the spread and within twice the `learned`-position model's
+    error reproduces; below its untrained self alone, partly."""
     trained, untrained, learned = (np.asarray(v, dtype=float) for v in (trained, untrained, learned))
     versus = seed_gap(untrained, trained, paired=True)
     below = versus["real"] and versus["gap"] > 0
@@ -148,7 +159,8 @@ def learns_position(layer: int, trained, untrained, learned, middle: float) -> C
     return Claim(**STATEMENTS["learns_position"], status=_settled(versus, status_of(below and close, below)),
                  ours=f"argmax error at NoPos's best layer {layer}: trained {trained.mean():.1f} against untrained "
                       f"{untrained.mean():.1f} ({-versus['gap']:+.1f}, {versus['verdict']}) and learned positions "
-                      f"{learned.mean():.1f} ({trained.mean() / max(learned.mean(), 1e-9):.1f}x, bar 2x); middle guess {middle:.1f}")
+                      f"{learned.mean():.1f} ({trained.mean() / max(learned.mean(), 1e-9):.1f}x, bar 2x); middle guess "
+                      f"{middle:.1f}")
 
 # %% ../nbs/05c_rules.ipynb #1c2aee3b
 MASKED_COLLAPSE = float(np.log(147.18 / 4.00) / BYTES_PER_TOKEN["pile"] / 2)  # nats a byte: half the paper's masked gap
@@ -156,9 +168,10 @@ TABLE_ARMS = ("learned", "sinusoidal")  # masked arms whose positions are a tabl
 STATEMENTS["masked_lm"] = dict(
     claim="Without the causal mask (a masked LM) a model without positions fails",
     paper=f"masked LM: NoPos 147.18 against 4.00-4.07 with positions, {2 * MASKED_COLLAPSE:.2f} nats a byte",
-    rule=f"against the best masked arm that uses order: the masked gap beyond the seed spread, at least {MASKED_COLLAPSE:.2f} "
-         "nats a byte (half the paper's) and larger than the causal gap beyond the spread reproduces, if a learned or "
-         "sinusoidal arm uses order; otherwise, or with one of the two bars, partly; one seed, not established")
+    rule="against the best masked arm that uses order: the masked gap beyond the seed spread, at least "
+         f"{MASKED_COLLAPSE:.2f} nats a byte (half the paper's) and larger than the causal gap beyond the spread "
+         "reproduces, if a learned or sinusoidal arm uses order; otherwise, or with one of the two bars, partly; one "
+         "seed, not established")
 
 
 def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
@@ -166,7 +179,8 @@ def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
     perplexity a seed), beside NoPos's causal gap (`nopos_clm`, `best_clm`: next-token perplexity a seed). No arm that
     uses order: not tested. Masked gap over causal gap: per NoPos seed, each against the other arm's mean."""
     if not arms:
-        return untested("masked_lm", "no masked LM with positions passed its order-use test, so none shows what order buys")
+        return untested("masked_lm",
+                        "no masked LM with positions passed its order-use test, so none shows what order buys")
     best = min(arms, key=lambda name: _nats(arms[name]).mean())
     masked = seed_gap(_nats(nopos_mlm), _nats(arms[best]))
     over_causal = seed_gap(_nats(nopos_mlm) - _nats(arms[best]).mean(), _nats(nopos_clm) - _nats(best_clm).mean())
@@ -175,19 +189,20 @@ def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
     tables = [e for e in arms if e in TABLE_ARMS]
     status = _settled(masked, status_of(real and collapse and above and bool(tables), real and (collapse or above)))
     return Claim(**STATEMENTS["masked_lm"], status=status,
-                 ours=f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}, {masked['gap']:+.3f} "
-                      f"nats a byte ({masked['verdict']}); causal LM: {masked['gap'] - over_causal['gap']:+.3f} nats a "
-                      f"byte (masked - causal {over_causal['gap']:+.3f}, {over_causal['verdict']}); arms that use order: "
-                      f"{', '.join(arms)}" + ("" if tables else " (none a table of positions)"))
+                 ours=f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}, "
+                      f"{masked['gap']:+.3f} nats a byte ({masked['verdict']}); causal LM: "
+                      f"{masked['gap'] - over_causal['gap']:+.3f} nats a byte (masked - causal "
+                      f"{over_causal['gap']:+.3f}, {over_causal['verdict']}); arms that use order: {', '.join(arms)}"
+                          + ("" if tables else " (none a table of positions)"))
 
 # %% ../nbs/05c_rules.ipynb #99b534b9
 STATEMENTS["word_order"] = dict(
     claim="Models without positions are very sensitive to word order (the words of the prefix shuffled)",
-    paper="Figure 5, WikiText-103 (a token is a word): NoPos's loss on the next word rises from about 4 to about 11 nats "
-          "a word when its prefix is shuffled",
-    rule="the loss of the next whole word with the prefix's words shuffled minus intact: NoPos's penalty beyond the seed "
-         "spread and not below the learned model's beyond the spread reproduces; beyond the spread but below the learned "
-         "model's, partly; within it, does not; one seed, not established")
+    paper="Figure 5, WikiText-103 (a token is a word): NoPos's loss on the next word rises from about 4 to about 11 "
+          "nats a word when its prefix is shuffled",
+    rule="the loss of the next whole word with the prefix's words shuffled minus intact: NoPos's penalty beyond the "
+         "seed spread and not below the learned model's beyond the spread reproduces; beyond the spread but below the "
+         "learned model's, partly; within it, does not; one seed, not established")
 
 
 def word_order(nopos_penalty, learned_penalty) -> Claim:
@@ -200,8 +215,9 @@ def word_order(nopos_penalty, learned_penalty) -> Claim:
     below = behind["real"] and behind["gap"] > 0
     status = "not established" if np.isnan(spread) else status_of(real and not below, real)
     return Claim(**STATEMENTS["word_order"], status=status,
-                 ours=f"shuffling the prefix's words costs NoPos {nopos.mean():+.3f} nats a word (seed spread ±{spread:.3g}) "
-                      f"and the learned model {learned.mean():+.3f} (NoPos - learned {-behind['gap']:+.3f}, {behind['verdict']})")
+                 ours=f"shuffling the prefix's words costs NoPos {nopos.mean():+.3f} nats a word (seed spread "
+                      f"±{spread:.3g}) and the learned model {learned.mean():+.3f} (NoPos - learned "
+                      f"{-behind['gap']:+.3f}, {behind['verdict']})")
 
 # %% ../nbs/05c_rules.ipynb #ad7b2b87
 SCALE_COST = 1.01  # a scale may make the training length's perplexity at most 1% worse
@@ -222,8 +238,9 @@ def attention_scale(long: dict, train: dict, unscaled_long, unscaled_train, long
     bounded = [n for n in improves if cost[n] <= SCALE_COST]
     best = min(bounded or improves or long, key=lambda n: _nats(long[n]).mean())
     return Claim(**STATEMENTS["attention_scale"], status=_settled(gain[best], status_of(bool(bounded), bool(improves))),
-                 ours=f"NoPos at {longest} bytes: unscaled {np.mean(unscaled_long):.2f}; best, {best}: {np.mean(long[best]):.2f} "
-                      f"({-gain[best]['gap']:+.3f} nats a byte, {gain[best]['verdict']}), costing {cost[best] - 1:+.1%} at {length}")
+                 ours=f"NoPos at {longest} bytes: unscaled {np.mean(unscaled_long):.2f}; best, {best}: "
+                      f"{np.mean(long[best]):.2f} ({-gain[best]['gap']:+.3f} nats a byte, {gain[best]['verdict']}), "
+                      f"costing {cost[best] - 1:+.1%} at {length}")
 
 # %% ../nbs/05c_rules.ipynb #33cb8300
 TASK_LEARNED = 0.95  # exact match at every training length that shows a model learned a task
@@ -231,8 +248,8 @@ STATEMENTS["length_generalisation"] = dict(
     claim="On synthetic tasks a model without positions goes furthest past its training lengths",
     paper="Kazemnejad et al. (2023), exact match over test lengths 21-40 after training on 2-20 (110M decoder)",
     rule=f"NoPos's mean exact match at the test lengths against every other encoding's: ahead of each beyond the seed "
-         f"spread reproduces, behind none beyond it partly, behind one beyond it does not; each compared only if every seed "
-         f"learned the task (at least {TASK_LEARNED} at each training length); one seed, not established")
+         "spread reproduces, behind none beyond it partly, behind one beyond it does not; each compared only if every "
+         f"seed learned the task (at least {TASK_LEARNED} at each training length); one seed, not established")
 
 
 def length_generalisation(task: str, test: dict, train: dict, published: dict | None = None) -> Claim:
@@ -242,7 +259,8 @@ def length_generalisation(task: str, test: dict, train: dict, published: dict | 
     learned = {e for e in test if (np.asarray(train[e], dtype=float) >= TASK_LEARNED).all()}
     short = "; ".join(f"{e} {np.min(train[e]):.2f}" for e in test if e not in learned)
     unlearned = f"; below {TASK_LEARNED} exact match at a training length (lowest): {short}" if short else ""
-    statement = dict(STATEMENTS["length_generalisation"], claim=f"{STATEMENTS['length_generalisation']['claim']}: {task}")
+    statement = dict(STATEMENTS["length_generalisation"],
+                     claim=f"{STATEMENTS['length_generalisation']['claim']}: {task}")
     if published:
         statement["paper"] += ": " + ", ".join(f"{e} {v:.3f}" for e, v in published.items())
     if not test:
@@ -257,38 +275,42 @@ def length_generalisation(task: str, test: dict, train: dict, published: dict | 
     status = _settled(next(iter(gaps.values())), status_of(ahead, not behind))
     return Claim(**statement, status=status,
                  ours=f"exact match at the test lengths: NoPos {np.mean(test['nopos']):.3f} against "
-                      + ", ".join(f"{e} {np.mean(test[e]):.3f} ({g['gap']:+.3f}, {g['verdict']})" for e, g in gaps.items())
+                      + ", ".join(f"{e} {np.mean(test[e]):.3f} ({g['gap']:+.3f}, {g['verdict']})"
+                                  for e, g in gaps.items())
                       + unlearned)
 
 # %% ../nbs/05c_rules.ipynb #c5a7e0b2
 STATEMENTS["start_token"] = dict(
     claim="A start token at the head of every window narrows NoPos's gap to learned positions",
-    paper="not in the paper, whose windows start anywhere in the stream; Kazemnejad et al. (2023) show a causal layer can "
-          "recover absolute position when every sequence begins with the same token",
-    rule=f"NoPos's loss minus the learned model's (a value per seed) in each arm: smaller with the start token beyond the "
-         f"seed spread (Welch's {LEVEL:.0%} t interval) reproduces; larger beyond it does not; within it (or one seed), not "
-         "established")
+    paper="not in the paper, whose windows start anywhere in the stream; Kazemnejad et al. (2023) show a causal layer "
+          "can recover absolute position when every sequence begins with the same token",
+    rule="NoPos's loss minus the learned model's (a value per seed) in each arm: smaller with the start token beyond "
+         f"the seed spread (Welch's {LEVEL:.0%} t interval) reproduces; larger beyond it does not; within it (or one "
+         "seed), not established")
 
 
 def start_token(gaps_without, gaps_with, learned_change) -> Claim:
     """NoPos's gap to learned positions (nats a byte, a value per seed) without (`gaps_without`) and with a start token
-    (`gaps_with`); `learned_change`: the learned model's loss with it minus without, a value per seed, reported beside."""
+    (`gaps_with`); `learned_change`: the learned model's loss with it minus without, a value per seed, reported
+    beside."""
     change = seed_gap(gaps_with, gaps_without)
     status = "not established" if not change["real"] else "reproduces" if change["gap"] < 0 else "does not reproduce"
     return Claim(**STATEMENTS["start_token"], status=status,
-                 ours=f"NoPos's gap {np.mean(gaps_without):.3f} nats a byte without a start token, {np.mean(gaps_with):.3f} "
-                      f"with it ({change['gap']:+.3f}, {change['verdict']}); the learned model's loss "
-                      f"{np.mean(learned_change):+.3f} with it")
+                 ours=f"NoPos's gap {np.mean(gaps_without):.3f} nats a byte without a start token, "
+                      f"{np.mean(gaps_with):.3f} with it ({change['gap']:+.3f}, {change['verdict']}); the learned "
+                      f"model's loss {np.mean(learned_change):+.3f} with it")
 
 # %% ../nbs/05c_rules.ipynb #c5a7e0b5
 _LEARNED = paper_gaps(("learned",)).set_index("setting").nats_per_byte
-PAPER_LEARNED_GAPS = {"Table 1, WikiText-103": float(_LEARNED["WikiText-103 (L=512)"]), "Table 2, 125M": float(_LEARNED["125M"])}
+PAPER_LEARNED_GAPS = {"Table 1, WikiText-103": float(_LEARNED["WikiText-103 (L=512)"]),
+                      "Table 2, 125M": float(_LEARNED["125M"])}
 STATEMENTS["gap_closes"] = dict(
     claim="NoPos's gap to learned positions closes with training bytes, toward the paper's",
-    paper="the paper's NoPos-learned gaps in nats a byte: " + ", ".join(f"{v:.4f} ({k})" for k, v in PAPER_LEARNED_GAPS.items()),
+    paper="the paper's NoPos-learned gaps in nats a byte: "
+        + ", ".join(f"{v:.4f} ({k})" for k, v in PAPER_LEARNED_GAPS.items()),
     rule=f"a power law in training bytes fitted to the gap at each budget: a slope below zero beyond its {LEVEL:.0%} t "
-         "interval reproduces (with the bytes at which the line reaches the paper's gaps); above zero beyond it does not; "
-         "within it, or a gap at or below zero (no power law), not established")
+         "interval reproduces (with the bytes at which the line reaches the paper's gaps); above zero beyond it does "
+         "not; within it, or a gap at or below zero (no power law), not established")
 
 
 def _bytes(n: float) -> str:
@@ -305,35 +327,39 @@ def gap_closes(train_bytes, gaps) -> Claim:
     reach = "; ".join("{} at {} bytes ({} to {})".format(name, *map(_bytes, power_law_reach(fit, target)))
                       for name, target in PAPER_LEARNED_GAPS.items())
     return Claim(**STATEMENTS["gap_closes"], status=status,
-                 ours=f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g}: slope "
-                      f"{fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); the line reaches {reach}")
+                 ours=f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g}: "
+                      f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); the line "
+                      f"reaches {reach}")
 
 # %% ../nbs/05c_rules.ipynb #e42g0002
-_MODERN = "not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every 4th "
+_MODERN = ("not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every "
+           "4th ")
 STATEMENTS |= {
     "hybrid_quality": dict(
         claim="Layers without positions among RoPE layers keep RoPE's quality at the training length",
         paper=_MODERN + "(sliding-window RoPE on the others)",
-        rule=f"the hybrid's loss at the training length minus RoPE's (a value per seed): above zero beyond the seed spread "
-             f"(Welch's {LEVEL:.0%} t interval) does not reproduce; within it, or below, reproduces; one seed, not established"),
+        rule="the hybrid's loss at the training length minus RoPE's (a value per seed): above zero beyond the seed "
+             f"spread (Welch's {LEVEL:.0%} t interval) does not reproduce; within it, or below, reproduces; one seed, "
+             "not established"),
     "hybrid_extrapolates": dict(
         claim="Layers without positions among RoPE layers degrade less than RoPE past the training length",
         paper=_MODERN + "and report a longer usable context than RoPE everywhere",
-        rule=f"perplexity at the longest length over perplexity at the training length (a value per seed): the hybrid's below "
-             f"RoPE's beyond the seed spread (Welch's {LEVEL:.0%} t interval) reproduces; above it beyond it does not; within "
-             "it (or one seed), not established"),
+        rule="perplexity at the longest length over perplexity at the training length (a value per seed): the "
+             f"hybrid's below RoPE's beyond the seed spread (Welch's {LEVEL:.0%} t interval) reproduces; above it "
+             "beyond it does not; within it (or one seed), not established"),
     "drope_extends": dict(
         claim="Dropping RoPE after training (DroPE) extends its usable context",
-        paper="not in the paper; Gelberg et al. (2025) remove RoPE from a trained model, recalibrate it briefly and report a "
-              "longer usable context",
+        paper="not in the paper; Gelberg et al. (2025) remove RoPE from a trained model, recalibrate it briefly and "
+              "report a longer usable context",
         rule="perplexity at the longest length over perplexity at the training length, DroPE's minus its RoPE parent's "
-             f"(paired, seed by seed): below zero beyond the {LEVEL:.0%} t interval reproduces; above zero beyond it does "
-             "not; within it (or one seed), not established; the cost at the training length is stated"),
+             f"(paired, seed by seed): below zero beyond the {LEVEL:.0%} t interval reproduces; above zero beyond it "
+             "does not; within it (or one seed), not established; the cost at the training length is stated"),
 }
 
 # %% ../nbs/05c_rules.ipynb #e42g0004
 def _beyond(gap: dict) -> str:
-    "A `seed_gap` below zero beyond its spread reproduces, above it does not, within it (or one seed) is not established."
+    """A `seed_gap` below zero beyond its spread reproduces, above it does not, within it (or one seed) is not
+    established."""
     return "not established" if not gap["real"] else "reproduces" if gap["gap"] < 0 else "does not reproduce"
 
 
@@ -341,21 +367,25 @@ def hybrid_quality(name: str, hybrid_loss, rope_loss) -> Claim:
     "Hybrid `name`'s loss at the training length (nats a byte, a value per seed) against RoPE's."
     gap = seed_gap(hybrid_loss, rope_loss)
     status = _settled(gap, "does not reproduce" if gap["real"] and gap["gap"] > 0 else "reproduces")
-    return Claim(**STATEMENTS["hybrid_quality"] | dict(claim=f"{STATEMENTS['hybrid_quality']['claim']}: {name}"), status=status,
-                 ours=f"{name} {np.mean(hybrid_loss):.3f} nats a byte, RoPE {np.mean(rope_loss):.3f} ({gap['gap']:+.3f}, {gap['verdict']})")
+    return Claim(**STATEMENTS["hybrid_quality"] | dict(claim=f"{STATEMENTS['hybrid_quality']['claim']}: {name}"),
+                 status=status,
+                 ours=f"{name} {np.mean(hybrid_loss):.3f} nats a byte, RoPE {np.mean(rope_loss):.3f} "
+                      f"({gap['gap']:+.3f}, {gap['verdict']})")
 
 
 def hybrid_extrapolates(name: str, hybrid_ratio, rope_ratio, longest: int, length: int) -> Claim:
     "Hybrid `name`'s perplexity at `longest` over that at the training `length` (a value per seed) against RoPE's."
     gap = seed_gap(hybrid_ratio, rope_ratio)
-    return Claim(**STATEMENTS["hybrid_extrapolates"] | dict(claim=f"{STATEMENTS['hybrid_extrapolates']['claim']}: {name}"),
-                 status=_beyond(gap), ours=f"perplexity at {longest} over at {length}: {name} {np.mean(hybrid_ratio):.2f}, "
-                                           f"RoPE {np.mean(rope_ratio):.2f} ({gap['gap']:+.2f}, {gap['verdict']})")
+    return Claim(**STATEMENTS["hybrid_extrapolates"] | dict(claim=f"{STATEMENTS['hybrid_extrapolates']['claim']}: "
+                                                                  f"{name}"),
+                 status=_beyond(gap),
+                 ours=f"perplexity at {longest} over at {length}: {name} {np.mean(hybrid_ratio):.2f}, "
+                      f"RoPE {np.mean(rope_ratio):.2f} ({gap['gap']:+.2f}, {gap['verdict']})")
 
 
 def drope_extends(drope_ratio, rope_ratio, drope_loss, rope_loss, longest: int, length: int) -> Claim:
-    """DroPE's ratio of perplexity at `longest` to that at `length` against its RoPE parents' (a value per seed, parents and
-    children in the same order), and both models' loss at `length` (nats a byte): the cost it states."""
+    """DroPE's ratio of perplexity at `longest` to that at `length` against its RoPE parents' (a value per seed,
+    parents and children in the same order), and both models' loss at `length` (nats a byte): the cost it states."""
     gap = seed_gap(drope_ratio, rope_ratio, paired=True)
     return Claim(**STATEMENTS["drope_extends"], status=_beyond(gap),
                  ours=f"perplexity at {longest} over at {length}: DroPE {np.mean(drope_ratio):.2f}, its RoPE parents "

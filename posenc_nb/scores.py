@@ -20,7 +20,8 @@ from .checkpoint import Run
 from .config import TrainConfig
 from .checks import check_context_lengths
 from .evaluate import perplexity_by_length
-from .probe import PROBE_KINDS, ProbeTraining, ProbeWindows, initial_model, probe_layers, probe_run
+from .position_classifier import PROBE_KINDS, ProbeTraining
+from .probe import ProbeWindows, initial_model, probe_layers, probe_run
 from .tokens import load_tokens, tokens_of
 from .workers import map_side_by_side, run_identity
 
@@ -32,7 +33,8 @@ __all__ = ['SCORES_FILE', 'PROBES_FILE', 'corpus_tokens', 'unigram_loss', 'asser
 def corpus_tokens(train_settings: dict, corpus: str | Path, split: str) -> np.ndarray:
     """The `split` tokens of `corpus` as a profile's runs see them: through the tokenizer file `train_settings` names
     (`tokenizer`), else the corpus' own BPE of `vocab_size` entries."""
-    return load_tokens(corpus, split, vocab_size=train_settings["vocab_size"], tokenizer=train_settings.get("tokenizer"))
+    return load_tokens(corpus, split, vocab_size=train_settings["vocab_size"],
+                       tokenizer=train_settings.get("tokenizer"))
 
 # %% ../nbs/04e_scores.ipynb #009edfa1
 def unigram_loss(train_tokens, eval_tokens, vocab_size: int) -> float:
@@ -70,7 +72,8 @@ _validation_cache = {}
 
 
 def validation_baseline(cfg: TrainConfig) -> tuple[np.ndarray, float]:
-    "The validation tokens of a run's config (its corpus, through its tokenizer) and the unigram loss on them, once per process."
+    """The validation tokens of a run's config (its corpus, through its tokenizer) and the unigram loss on them, once
+    per process."""
     key = (cfg.corpus, cfg.vocab_size, cfg.tokenizer)
     if key not in _validation_cache:
         val, train = (tokens_of(cfg, split) for split in ("validation", "train"))
@@ -96,8 +99,8 @@ def _weights_digest(model) -> str:
 
 def score_key(model, tokens, protocol: str, stride: int | None, max_tokens: int | None) -> dict:
     "Everything a perplexity depends on but its context length: the weights, the encoding's options, the tokens."
-    key = dict(weights=_weights_digest(model), pos_options=model.config.pos_options, tokens=_digest([np.asarray(tokens)]), protocol=protocol,
-               stride=stride, max_tokens=max_tokens)
+    key = dict(weights=_weights_digest(model), pos_options=model.config.pos_options,
+               tokens=_digest([np.asarray(tokens)]), protocol=protocol, stride=stride, max_tokens=max_tokens)
     return json.loads(json.dumps(key))  # as it reads back from the file
 
 
@@ -108,7 +111,8 @@ def _line_check(entry: dict, part: str) -> str:
 
 # %% ../nbs/04e_scores.ipynb #2307f48c
 def _line(key: dict, part: str, value, rows: list[dict]) -> str:
-    "One line of a run folder's `scores.jsonl` or `probes.jsonl`: the rows of one `part` (its `value`), with their checksum."
+    """One line of a run folder's `scores.jsonl` or `probes.jsonl`: the rows of one `part` (its `value`), with their
+    checksum."""
     entry = json.loads(json.dumps({"key": key, part: value, "rows": rows}, default=lambda x: x.item()))
     return json.dumps(dict(entry, check=_line_check(entry, part))) + "\n"
 
@@ -116,8 +120,8 @@ def _line(key: dict, part: str, value, rows: list[dict]) -> str:
 def _read_lines(path: Path, key: dict, part: str, what: str = "scores") -> dict:
     "The rows kept under `key` in `path`, by `part`; a line that fails its checksum is named in a warning and skipped."
     if path.is_dir():
-        raise RuntimeError(f"{path} is a folder, where the run's {what} belong: move it elsewhere, then rerun (the {what} it "
-                           "lacks are measured again)")
+        raise RuntimeError(f"{path} is a folder, where the run's {what} belong: move it elsewhere, then rerun (the "
+                           f"{what} it lacks are measured again)")
     kept, bad = {}, []
     lines = path.read_bytes().decode("utf-8", errors="replace").splitlines() if path.exists() else []
     for number, line in enumerate(lines, 1):
@@ -130,8 +134,9 @@ def _read_lines(path: Path, key: dict, part: str, what: str = "scores") -> dict:
         elif entry["key"] == key:
             kept[entry[part]] = entry["rows"]
     if bad:
-        warnings.warn(f"{path}: line(s) {bad} are cut short or fail their checksum (a killed write, or an edit), so they "
-                      f"are not used; the {what} they held are measured again. Delete the file to clear them.", stacklevel=3)
+        warnings.warn(f"{path}: line(s) {bad} are cut short or fail their checksum (a killed write, or an edit), so "
+                      f"they are not used; the {what} they held are measured again. Delete the file to clear them.",
+                      stacklevel=3)
     return kept
 
 
@@ -164,7 +169,8 @@ def run_perplexity(run: Run, context_lengths, protocol: str = "nonoverlapping", 
 
 
 def runs_perplexity(calls: list[dict], jobs: int = 1) -> list[pd.DataFrame]:
-    "`run_perplexity(**call)` for each of `calls`: read back where the run folders have it, the rest scored side by side."
+    """`run_perplexity(**call)` for each of `calls`: read back where the run folders have it, the rest scored side by
+    side."""
     frames = [run_perplexity(**call, cached_only=True) for call in calls]
     todo = [i for i, frame in enumerate(frames) if frame is None]
     for i, frame in zip(todo, map_side_by_side(run_perplexity, [calls[i] for i in todo], jobs)):

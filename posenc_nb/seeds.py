@@ -18,8 +18,9 @@ __all__ = ['LEVEL', 'seed_summary', 'per_seed', 'format_mean_std', 't_quantile',
 
 # %% ../nbs/05a_seeds.ipynb #d471ecf1
 def seed_summary(df: pd.DataFrame, by, value: str) -> pd.DataFrame:
-    """Per group of the `by` columns: `<value>_mean`, `<value>_std` over seeds (ddof=1; NaN with one seed) and `n_seeds`,
-    the seeds with a value (NaN values are left out of all three: a group with none has `n_seeds` 0 and NaN mean)."""
+    """Per group of the `by` columns: `<value>_mean`, `<value>_std` over seeds (ddof=1; NaN with one seed) and
+    `n_seeds`, the seeds with a value (NaN values are left out of all three: a group with none has `n_seeds` 0 and
+    NaN mean)."""
     by = [by] if isinstance(by, str) else list(by)
     if missing := [c for c in [*by, value] if c not in df.columns]:
         raise ValueError(f"seed_summary: no column(s) {missing}; the DataFrame has {list(df.columns)}")
@@ -42,13 +43,15 @@ def format_mean_std(summary: pd.DataFrame, value: str, digits: int = 2) -> pd.Se
     """Each row of a `seed_summary` table as text: 'mean ± std', 'mean (1 seed)' where there is no spread, or
     'n/a (0 seeds evaluable)' where no seed has a value (`n_seeds` 0, or a NaN mean)."""
     if missing := [c for c in (f"{value}_mean", f"{value}_std", "n_seeds") if c not in summary.columns]:
-        raise ValueError(f"format_mean_std needs seed_summary's columns {missing} for {value!r}; the table has {list(summary.columns)}")
+        raise ValueError(f"format_mean_std needs seed_summary's columns {missing} for {value!r}; the table has "
+                         f"{list(summary.columns)}")
 
     def text(m, s, n):
         if n == 0 or np.isnan(m):
             return "n/a (0 seeds evaluable)"
         return f"{m:.{digits}f} ± {s:.{digits}f}" if n > 1 else f"{m:.{digits}f} (1 seed)"
-    return pd.Series([text(m, s, n) for m, s, n in zip(summary[f"{value}_mean"], summary[f"{value}_std"], summary["n_seeds"])],
+    return pd.Series([text(m, s, n)
+                      for m, s, n in zip(summary[f"{value}_mean"], summary[f"{value}_std"], summary["n_seeds"])],
                      index=summary.index, name=value)
 
 # %% ../nbs/05a_seeds.ipynb #83da441c
@@ -61,7 +64,8 @@ def t_quantile(df: float, level: float = LEVEL) -> float:
 
 
 def welch_halfwidth(std_a: float, n_a: int, std_b: float, n_b: int, level: float = LEVEL) -> float:
-    "Half-width of Welch's `level` interval for mean(a) - mean(b), from each side's std (ddof=1) and count; NaN under 2 seeds."
+    """Half-width of Welch's `level` interval for mean(a) - mean(b), from each side's std (ddof=1) and count; NaN
+    under 2 seeds."""
     if min(n_a, n_b) < 2:
         return math.nan
     va, vb = std_a**2 / n_a, std_b**2 / n_b
@@ -85,7 +89,8 @@ def draw_halfwidth(seed_values, draws: int = 1, level: float = LEVEL) -> float:
 
 # %% ../nbs/05a_seeds.ipynb #5e1d7a21
 def beyond_spread(difference: float, spread: float) -> bool:
-    "Whether `difference` is a finding: larger in size than `spread` (an interval's half-width); never when it is NaN (one seed)."
+    """Whether `difference` is a finding: larger in size than `spread` (an interval's half-width); never when it is
+    NaN (one seed)."""
     return bool(abs(difference) > spread)  # False when the spread is NaN
 
 
@@ -113,7 +118,8 @@ def seed_gap(a, b, paired: bool = False) -> dict:
 
 # %% ../nbs/05a_seeds.ipynb #90abd68e
 def spread_order(summary: pd.DataFrame, key: str, value: str, lower_is_better: bool = True, fmt: str = ".4g") -> str:
-    "`key`s of a `seed_summary` table, best `<value>_mean` (as `fmt`) first, joined by `<` (apart beyond Welch's interval), `≈` or `?`."
+    """`key`s of a `seed_summary` table, best `<value>_mean` (as `fmt`) first, joined by `<` (apart beyond Welch's
+    interval), `≈` or `?`."""
     mean, std = f"{value}_mean", f"{value}_std"
     rows = summary.sort_values(mean, ascending=lower_is_better).reset_index(drop=True)
     text = f"{rows[key][0]} {rows[mean][0]:{fmt}}"
@@ -130,8 +136,9 @@ def _interval(seed_gaps, draws: int) -> float:
 
 
 def gap_trend(gaps: pd.Series, seed_gaps=None, reported: bool = False) -> str:
-    """How NoPos's gap (`nopos_gap`, by setting, one seed each) moves from the first setting to the last, against the seed
-    scatter of the gap itself (`seed_gaps`, a value per seed); `reported`: numbers published without a spread (the paper's)."""
+    """How NoPos's gap (`nopos_gap`, by setting, one seed each) moves from the first setting to the last, against the
+    seed scatter of the gap itself (`seed_gaps`, a value per seed); `reported`: numbers published without a spread
+    (the paper's)."""
     first, last = gaps.iloc[0], gaps.iloc[-1]
     change = f"from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]})"
     direction = "narrows" if last < first else "widens"
@@ -146,14 +153,16 @@ def gap_trend(gaps: pd.Series, seed_gaps=None, reported: bool = False) -> str:
 
 
 def gap_verdicts(gaps: pd.Series, seed_gaps=None) -> dict[str, str]:
-    "`{setting: sentence}` for each setting of `gaps` (`nopos_gap` of a one-seed table): is NoPos's gap beyond its seed spread?"
+    """`{setting: sentence}` for each setting of `gaps` (`nopos_gap` of a one-seed table): is NoPos's gap beyond its
+    seed spread?"""
     spread = _interval(seed_gaps, 1)
 
     def verdict(gap):
         if np.isnan(spread):
             return "the gap's seed spread is unknown, so it is not established"
         real = beyond_spread(gap, spread)
-        return f"{'beyond' if real else 'within'} the gap's seed spread (±{spread:.1%}), so it is {'' if real else 'not '}established"
+        return (f"{'beyond' if real else 'within'} the gap's seed spread (±{spread:.1%}), so it is "
+                f"{'' if real else 'not '}established")
     return {setting: f"NoPos {gap:+.1%} against the best encoding with positions; {verdict(gap)}."
             for setting, gap in gaps.items()}
 
@@ -168,8 +177,9 @@ def power_law_problem(x, y) -> str | None:
 
 
 def power_law_fit(x, y, level: float = LEVEL) -> dict:
-    """y = exp(centre_y) * (x / exp(centre_x)) ** slope by least squares on log-log axes: the slope, the half-width of its
-    `level` t interval, the centre the line passes through and r²; ValueError where `power_law_problem` finds one."""
+    """y = exp(centre_y) * (x / exp(centre_x)) ** slope by least squares on log-log axes: the slope, the half-width of
+    its `level` t interval, the centre the line passes through and r²; ValueError where `power_law_problem` finds
+    one."""
     if problem := power_law_problem(x, y):
         raise ValueError(problem)
     logx, logy = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))

@@ -41,10 +41,12 @@ class SpecialIds:
 # %% ../nbs/02b_special_tokens.ipynb #e05e1d02
 @lru_cache(maxsize=16)
 def eos_id(tokenizer_file: str) -> int:
-    "The id `EOS` has in the tokenizers JSON file `tokenizer_file`: its own, or the next free one, where reading adds it."
+    """The id `EOS` has in the tokenizers JSON file `tokenizer_file`: its own, or the next free one, where reading
+    adds it."""
     try:
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
     except Exception as error:  # the tokenizers library raises its own error types
-        raise ValueError(f"cannot read the tokenizer file {tokenizer_file} ({error}): give a tokenizers JSON file") from None
+        raise ValueError(f"cannot read the tokenizer file {tokenizer_file} ({error}): give a tokenizers JSON "
+                         "file") from None
     found = tokenizer.token_to_id(EOS)
     return tokenizer.get_vocab_size() if found is None else found

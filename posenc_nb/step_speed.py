@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from .encodings import ENCODINGS
 from .model import ModelConfig, TransformerLM
 from .config import TrainConfig
-from .profiles import PROFILES
+from .profile_values import PROFILES
 from .batches import IGNORE
 from .learner import Learner, Processes, autocast_for, make_optimizer
 from .grids import core_grid
@@ -65,7 +65,8 @@ def train_flops_per_token(model: TransformerLM, seq_len: int) -> float:
 
 # %% ../nbs/07b_step_speed.ipynb #b52a29ff
 def plain_step(model, optimizer, inputs, targets, grad_clip: float = 0.0, autocast=None):
-    "One bare training step on `inputs`: forward (under `autocast`), mean loss of the targets not `IGNORE`d, backward, AdamW."
+    """One bare training step on `inputs`: forward (under `autocast`), mean loss of the targets not `IGNORE`d,
+    backward, AdamW."""
     with nullcontext() if autocast is None else autocast:
         logits = model(inputs).logits
     F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE).backward()
@@ -85,7 +86,8 @@ def bench_train(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 1
     batch = torch.randint(0, vocab_size, (batch_size, seq_len + 1))
     runs = {}
     for name in encodings:
-        model = TransformerLM(ModelConfig.from_preset(preset, vocab_size=vocab_size, max_len=seq_len, pos_encoding=name))
+        model = TransformerLM(ModelConfig.from_preset(preset, vocab_size=vocab_size, max_len=seq_len,
+                                                      pos_encoding=name))
         optimizer = make_optimizer(model, TrainConfig())
         for dtype in dtypes:  # the same weights and optimizer in each dtype, and compiled
             autocast = autocast_for(dtype, torch.device("cpu"))
@@ -109,7 +111,8 @@ def bench_train(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 1
             compiled_s = min(runs[name, dtype, True][3])
             rows[-1].update(compiled_step_ms=1e3 * compiled_s, compiled_speedup=min(times) / compiled_s)
     table = pd.DataFrame(rows).set_index(["encoding", "dtype"])
-    speed, (encoding_of, dtype_of) = table.tokens_per_s, (table.index.get_level_values(k) for k in ("encoding", "dtype"))
+    speed = table.tokens_per_s
+    encoding_of, dtype_of = (table.index.get_level_values(k) for k in ("encoding", "dtype"))
     if "nopos" in encodings:
         table.insert(2, "vs_nopos", speed / dtype_of.map(speed.xs("nopos", level="encoding")).to_numpy())
     if "float32" in dtypes:
@@ -129,7 +132,8 @@ _MATMULS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
 
 
 def _step_part(event) -> str | None:
-    "The part of `STEP_PARTS` a profiled operator's own time belongs to; None for the wrappers around operators (Python's)."
+    """The part of `STEP_PARTS` a profiled operator's own time belongs to; None for the wrappers around operators
+    (Python's)."""
     scopes, parent = {event.name}, event.cpu_parent
     while parent is not None:
         scopes.add(parent.name)
@@ -149,7 +153,8 @@ def _step_part(event) -> str | None:
 # %% ../nbs/07b_step_speed.ipynb #0c93ddfe
 @contextmanager
 def _stderr_silenced():
-    "Within the block, file descriptor 2 goes nowhere: the lines torch's profiler writes from C++ as it starts and stops."
+    """Within the block, file descriptor 2 goes nowhere: the lines torch's profiler writes from C++ as it starts and
+    stops."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -183,11 +188,13 @@ def step_breakdown(cfg: TrainConfig, steps: int = 5) -> pd.DataFrame:
     return table.assign(share=table.ms / table.ms.sum())
 
 # %% ../nbs/07b_step_speed.ipynb #a37b7554
-def precision_check(profile: str = "cpu", reference: pd.DataFrame | None = None, jobs: int | None = None) -> pd.DataFrame:
-    """Per encoding of `profile`'s core models: the mean validation loss (nats a token, at `seq_len`, on its `eval_tokens`)
-    over seeds in float32 and under bfloat16 autocast, their difference, the float32 seeds' std, and whether bfloat16 is
-    within it or better (`passes`). float32's scores: the `seq_len` rows of `reference` (an `extrapolation.csv` of float32
-    runs: encoding, seed, context_length, perplexity), else float32 runs trained here; `jobs` side by side."""
+def precision_check(profile: str = "cpu", reference: pd.DataFrame | None = None,
+                    jobs: int | None = None) -> pd.DataFrame:
+    """Per encoding of `profile`'s core models: the mean validation loss (nats a token, at `seq_len`, on its
+    `eval_tokens`) over seeds in float32 and under bfloat16 autocast, their difference, the float32 seeds' std, and
+    whether bfloat16 is within it or better (`passes`). float32's scores: the `seq_len` rows of `reference` (an
+    `extrapolation.csv` of float32 runs: encoding, seed, context_length, perplexity), else float32 runs trained
+    here; `jobs` side by side."""
     params = PROFILES[profile]
     settings, seq_len = params["train_settings"], params["train_settings"]["seq_len"]
 

@@ -81,7 +81,8 @@ def task_problem(name) -> str | None:
 
 # %% ../nbs/02c_tasks.ipynb #949133c4
 def task_sequence(task: str, rng: np.random.Generator, length: int) -> tuple[list[int], int]:
-    "One example of `task` with `length` symbols: the ids of source, `<sep>`, target and `<end>`, and where the target starts."
+    """One example of `task` with `length` symbols: the ids of source, `<sep>`, target and `<end>`, and where the
+    target starts."""
     source, target = TASKS[task](rng, length)
     return encode([*source, SEP, *target, END]), len(source) + 1
 
@@ -92,7 +93,8 @@ def task_width(task: str, lengths=TRAIN_LENGTHS) -> int:
 
 
 def check_task_inputs(task: str, lengths, seed: int) -> list[int]:
-    "`lengths` as a list, once `task`, `lengths` (positive ints, at least one) and `seed` are checked; a ValueError names a fault."
+    """`lengths` as a list, once `task`, `lengths` (positive ints, at least one) and `seed` are checked; a ValueError
+    names a fault."""
     check_value("task", task_problem(task))
     lengths = list(lengths) if isinstance(lengths, range) else lengths
     check_value("lengths", each_entry(positive_int_problem)(lengths))
@@ -102,8 +104,9 @@ def check_task_inputs(task: str, lengths, seed: int) -> list[int]:
 
 def task_examples(task: str, count: int, seed: int, lengths=TRAIN_LENGTHS, width: int | None = None
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """`count` examples of `task`, their lengths drawn uniformly from `lengths`, from `seed`: the ids `(count, width + 1)`
-    padded on the right (`width` default: the longest's), and whether each token is scored (a target token or `<end>`)."""
+    """`count` examples of `task`, their lengths drawn uniformly from `lengths`, from `seed`: the ids `(count, width +
+    1)` padded on the right (`width` default: the longest's), and whether each token is scored (a target token or
+    `<end>`)."""
     lengths, count = check_task_inputs(task, lengths, seed), positive_int(count, "count")
     if width is not None: positive_int(width, "width")
     rng = np.random.default_rng(seed)
@@ -122,8 +125,9 @@ def task_examples(task: str, count: int, seed: int, lengths=TRAIN_LENGTHS, width
 # %% ../nbs/02c_tasks.ipynb #26d41049
 @torch.no_grad()
 def greedy_answers(model, prompts: torch.Tensor, steps: int, expected: torch.Tensor | None = None) -> torch.Tensor:
-    """The `steps` tokens `model` appends to each of `prompts` `(n, P)` by greedy decoding: `(n, steps)` on the CPU. Given
-    the `expected` answers `(n, steps)`, a row stops at its first wrong token (the rest left `PAD_ID`): it is wrong already."""
+    """The `steps` tokens `model` appends to each of `prompts` `(n, P)` by greedy decoding: `(n, steps)` on the CPU.
+    Given the `expected` answers `(n, steps)`, a row stops at its first wrong token (the rest left `PAD_ID`): it is
+    wrong already."""
     device = model_device(model)  # everything stays there: one copy in, one out
     answers = torch.full((len(prompts), steps), PAD_ID, device=device)
     rows, ids = torch.arange(len(prompts), device=device), prompts.to(device)
@@ -132,7 +136,8 @@ def greedy_answers(model, prompts: torch.Tensor, steps: int, expected: torch.Ten
         for step in range(steps):
             predicted = model(ids).logits[:, -1].argmax(-1)
             answers[rows, step] = predicted
-            going = torch.ones_like(predicted, dtype=torch.bool) if expected is None else predicted == expected[rows, step]
+            going = (torch.ones_like(predicted, dtype=torch.bool) if expected is None
+                     else predicted == expected[rows, step])
             rows, ids = rows[going], torch.cat([ids[going], predicted[going, None]], dim=1)
             if not len(rows):
                 break
@@ -148,5 +153,6 @@ def exact_match(model, task: str, lengths=TEST_LENGTHS, n: int = 100, seed: int 
         examples = [task_sequence(task, rng, length) for _ in range(n)]
         ids, start = torch.tensor([sequence for sequence, _ in examples]), examples[0][1]
         answers = greedy_answers(model, ids[:, :start], ids.shape[1] - start, expected=ids[:, start:])
-        rows.append(dict(task=task, length=length, accuracy=(answers == ids[:, start:]).all(1).float().mean().item(), n=n))
+        rows.append(dict(task=task, length=length, accuracy=(answers == ids[:, start:]).all(1).float().mean().item(),
+                         n=n))
     return pd.DataFrame(rows)

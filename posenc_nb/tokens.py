@@ -35,7 +35,8 @@ __all__ = ['train_tokenizer', 'check_tokenizer_file', 'read_tokenizer', 'special
 def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_VOCAB_SIZE) -> Tokenizer:
     "A byte-level BPE tokenizer trained on `texts`, with `SPECIAL_TOKENS` as ids 0, 1, 2."
     if vocab_size < MIN_VOCAB_SIZE:
-        raise ValueError(f"vocab_size {vocab_size} is too small: a byte-level tokenizer needs 256 bytes + {len(SPECIAL_TOKENS)} special tokens.")
+        raise ValueError(f"vocab_size {vocab_size} is too small: a byte-level tokenizer needs 256 bytes + "
+                         f"{len(SPECIAL_TOKENS)} special tokens.")
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -48,12 +49,13 @@ def train_tokenizer(texts: Iterable[str | list[str]], vocab_size: int = DEFAULT_
 def check_tokenizer_file(path: str | Path):
     "Raise `ValueError` unless `path`, a tokenizer file given by the user, exists."
     if not Path(path).is_file():
-        raise ValueError(f"Tokenizer file {path} does not exist: give the path of a tokenizers JSON file (tokenizer=PATH), "
-                         "or leave tokenizer unset for the corpus' own BPE.")
+        raise ValueError(f"Tokenizer file {path} does not exist: give the path of a tokenizers JSON file "
+                         "(tokenizer=PATH), or leave tokenizer unset for the corpus' own BPE.")
 
 
 def read_tokenizer(path: str | Path) -> Tokenizer:
-    "A tokenizers JSON file, with whichever of `SPECIAL_TOKENS` it lacks added after its vocabulary (see `special_ids`)."
+    """A tokenizers JSON file, with whichever of `SPECIAL_TOKENS` it lacks added after its vocabulary (see
+    `special_ids`)."""
     check_tokenizer_file(path)
     try:
         tokenizer = Tokenizer.from_file(str(path))
@@ -75,7 +77,8 @@ def tokenizer_path(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT
 
 
 def load_tokenizer(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT_VOCAB_SIZE) -> Tokenizer:
-    "The tokenizer trained on the train split of `corpus` (trained once, then cached), or the tokenizer file at path `corpus`."
+    """The tokenizer trained on the train split of `corpus` (trained once, then cached), or the tokenizer file at
+    path `corpus`."""
     if str(corpus).endswith(".json") and Path(corpus).is_file():
         return read_tokenizer(corpus)
     path = tokenizer_path(corpus, vocab_size)
@@ -104,8 +107,8 @@ def _write_header(file, dtype: np.dtype, length: int):
 
 def write_tokens(documents: Dataset, tokenizer: Tokenizer, path: Path, batch_size: int = 1000, progress: bool = True,
                  desc: str | None = None) -> int:
-    """Write the token ids of `documents` (a `Dataset` with a `text` column), each followed by the tokenizer's end-of-text,
-    as the `.npy` file `path`, a batch of documents at a time; returns the token count."""
+    """Write the token ids of `documents` (a `Dataset` with a `text` column), each followed by the tokenizer's
+    end-of-text, as the `.npy` file `path`, a batch of documents at a time; returns the token count."""
     dtype = np.dtype(np.uint16 if tokenizer.get_vocab_size() <= 1 << 16 else np.int32)
     separator, length = np.array([special_ids(tokenizer).eos], dtype), 0
     with open(path, "wb") as file, tqdm(total=documents.num_rows, desc=desc, unit="doc", disable=not progress) as bar:
@@ -126,8 +129,10 @@ def write_tokens(documents: Dataset, tokenizer: Tokenizer, path: Path, batch_siz
     return length
 
 
-def tokens_path(corpus: str | Path = "shakespeare", split: str = "train", vocab_size: int = DEFAULT_VOCAB_SIZE, tokenizer: str | Path | None = None) -> Path:
-    "Where a split's token array is cached: by corpus and vocabulary size, or by the file and checksum of a given tokenizer."
+def tokens_path(corpus: str | Path = "shakespeare", split: str = "train", vocab_size: int = DEFAULT_VOCAB_SIZE,
+                tokenizer: str | Path | None = None) -> Path:
+    """Where a split's token array is cached: by corpus and vocabulary size, or by the file and checksum of a given
+    tokenizer."""
     if split not in SPLITS:
         raise ValueError(f"Unknown split {split!r}: use one of {', '.join(SPLITS)}.")
     if tokenizer is not None:
@@ -138,7 +143,8 @@ def tokens_path(corpus: str | Path = "shakespeare", split: str = "train", vocab_
 # %% ../nbs/02e_tokens.ipynb #9393b896
 def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_size: int = DEFAULT_VOCAB_SIZE,
                 tokenizer: str | Path | None = None, progress: bool = True) -> np.ndarray:
-    "The token stream of one split, memory-mapped; made with the corpus' own tokenizer, or with the tokenizer file `tokenizer`."
+    """The token stream of one split, memory-mapped; made with the corpus' own tokenizer, or with the tokenizer file
+    `tokenizer`."""
     path = tokens_path(corpus, split, vocab_size, tokenizer)
     sidecar = path.with_suffix(".json")
     tokenizer_file = Path(tokenizer) if tokenizer is not None else tokenizer_path(corpus, vocab_size)
@@ -152,7 +158,7 @@ def load_tokens(corpus: str | Path = "shakespeare", split: str = "train", vocab_
             atomic_write(path, lambda tmp: write_tokens(documents, encoder, tmp, progress=progress, desc=desc))
             written = np.load(path, mmap_mode="r")
             write_json(sidecar, {"length": len(written), "dtype": str(written.dtype), "documents": documents.num_rows,
-                                  "sha256": sha256_file(path), "tokenizer_sha256": made_by})
+                                 "sha256": sha256_file(path), "tokenizer_sha256": made_by})
         info = _read_sidecar(sidecar, advice)
         check_sha256(path, info["sha256"], f"The token array is damaged. {advice}")
     tokens = np.load(path, mmap_mode="r")
@@ -175,7 +181,8 @@ def document_lengths(tokens: np.ndarray, eos: int = EOS_ID) -> np.ndarray:
     return np.diff(ends, prepend=-1) - 1
 
 # %% ../nbs/02e_tokens.ipynb #d6a828c2
-def corpus_stats(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT_VOCAB_SIZE, progress: bool = True) -> pd.DataFrame:
+def corpus_stats(corpus: str | Path = "shakespeare", vocab_size: int = DEFAULT_VOCAB_SIZE,
+                 progress: bool = True) -> pd.DataFrame:
     "Documents, characters and tokens of each split of `corpus` (building whatever cache is missing)."
     summary = corpus_summary(corpus)
     rows = []
@@ -201,7 +208,8 @@ def _listed(kind):
     "An argparse type for the values of a list option: `kind(text)`, refusing a `key=value` the list would swallow."
     def convert(text: str):
         if re.fullmatch(r"[A-Za-z_]\w*=.*", text):
-            raise argparse.ArgumentTypeError(f"{text!r} is a key=value: put it before the option, or end the list with --")
+            raise argparse.ArgumentTypeError(f"{text!r} is a key=value: put it before the option, or end the list with "
+                                             "--")
         return kind(text)
     return convert
 
@@ -209,14 +217,18 @@ def _listed(kind):
 def _fetch_parser() -> argparse.ArgumentParser:
     "The command line of `posenc-data`: options, or `key=value` for the same keys anywhere after the command."
     parser = argparse.ArgumentParser(prog="posenc-data", epilog=EXIT_STATUS,
-                                     description="Build the posenc_nb data caches under $POSENC_DATA_DIR (default: data/).")
-    parser.add_argument("command", choices=["fetch"], help="fetch: download and prepare corpora, tokenizers and token arrays")
+                                     description="Build the posenc_nb data caches under $POSENC_DATA_DIR (default: "
+                                                 "data/).")
+    parser.add_argument("command", choices=["fetch"],
+                        help="fetch: download and prepare corpora, tokenizers and token arrays")
     parser.add_argument("--corpus", nargs="+", type=_listed(str), default=list(OFFLINE_CORPORA),
-                        help=f"corpus names ({', '.join([*SOURCES, *HUB_CORPORA])}) or paths of .txt/.parquet/.jsonl files (default: %(default)s)")
+                        help=f"corpus names ({', '.join([*SOURCES, *HUB_CORPORA])}) or paths of .txt/.parquet/.jsonl "
+                             "files (default: %(default)s)")
     parser.add_argument("--vocab-size", nargs="+", type=_listed(int), default=[DEFAULT_VOCAB_SIZE],
                         help="tokenizer vocabulary sizes (default: %(default)s)")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
-    parser.add_argument("overrides", nargs="*", metavar="key=value", help="corpus=..., vocab_size=... or quiet=true, as the options")
+    parser.add_argument("overrides", nargs="*", metavar="key=value",
+                        help="corpus=..., vocab_size=... or quiet=true, as the options")
     return parser
 
 # %% ../nbs/02e_tokens.ipynb #b2d4f6a8
@@ -230,7 +242,8 @@ def _fetch_settings(args: argparse.Namespace) -> dict:
         kind = _FETCH_KEYS.get(key)
         values = value if isinstance(value, list) and kind is not bool else [value]
         if kind is None:
-            problems.append((key, f"unknown key{suggest(key, _FETCH_KEYS)}; posenc-data takes {', '.join(_FETCH_KEYS)}"))
+            known = ", ".join(_FETCH_KEYS)
+            problems.append((key, f"unknown key{suggest(key, _FETCH_KEYS)}; posenc-data takes {known}"))
         elif not values or not all(type(v) is kind for v in values):
             problems.append((key, f"expected {kind.__name__} values, got {value!r}"))
         else:

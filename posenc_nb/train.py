@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .checkpoint import (Run, check_run_folder, check_same_config, load_run, read_meta, remove_unreferenced, run_dir,
-                                  save_checkpoint)
+from .checkpoint import (Run, check_run_folder, check_same_config, load_run, read_meta, remove_unreferenced,
+                                  run_dir, save_checkpoint)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .learner import Learner, Processes, lr_at
 from .training_log import append_metrics, event_writer, truncate_metrics
@@ -34,14 +34,17 @@ __all__ = ['prepare_run_folder', 'RunLog', 'TrainingDiverged', 'Trainer', 'Train
 
 # %% ../nbs/03e_train.ipynb #96aacabb
 def prepare_run_folder(out_dir: Path, meta: dict | None, force: bool):
-    "Create the run folder; clear what a kill left there (with `force`, the whole run); drop log lines past the checkpoint."
+    """Create the run folder; clear what a kill left there (with `force`, the whole run); drop log lines past the
+    checkpoint."""
     out_dir.mkdir(parents=True, exist_ok=True)
     if force:
         for name in ("meta.json", "metrics.jsonl"):
             (out_dir / name).unlink(missing_ok=True)
-    elif meta is None and (unnamed := sorted(p.name for p in out_dir.glob("model-*.safetensors"))):  # said, not done in silence
-        print(f"{out_dir} has no meta.json, so no checkpoint names {', '.join(unnamed)} (a first checkpoint cut short, or "
-              "meta.json deleted): weights without their checksums are removed, and the run starts from step 0.", file=sys.stderr)
+    # said, not done in silence
+    elif meta is None and (unnamed := sorted(p.name for p in out_dir.glob("model-*.safetensors"))):
+        print(f"{out_dir} has no meta.json, so no checkpoint names {', '.join(unnamed)} (a first checkpoint cut short, "
+              "or meta.json deleted): weights without their checksums are removed, and the run starts from step 0.",
+              file=sys.stderr)
     remove_unreferenced(out_dir)
     truncate_metrics(out_dir / "metrics.jsonl", meta["step"] if meta else 0)
 
@@ -64,15 +67,15 @@ class RunLog:
             yield self
 
     def record(self, trainer: Trainer, loss: float, seconds: float):
-        """After a training step of `seconds`, the bar moves; on a logged step the trainer's numbers are written, with the
-        validation loss on evaluation steps and the position/token ratio at the end."""
+        """After a training step of `seconds`, the bar moves; on a logged step the trainer's numbers are written, with
+        the validation loss on evaluation steps and the position/token ratio at the end."""
         cfg, step = trainer.cfg, trainer.step
         self.seconds, self.steps = self.seconds + seconds, self.steps + 1
         self.bar.update()
         if not self.writes or (step % cfg.log_interval and step % cfg.eval_interval and not trainer.finished):
             return
-        line = dict(step=step, tokens=trainer.tokens, train_loss=loss, lr=lr_at(step - 1, cfg), grad_norm=trainer.grad_norm,
-                    tokens_per_s=self.steps * cfg.batch_size * cfg.seq_len / self.seconds)
+        line = dict(step=step, tokens=trainer.tokens, train_loss=loss, lr=lr_at(step - 1, cfg),
+                    grad_norm=trainer.grad_norm, tokens_per_s=self.steps * cfg.batch_size * cfg.seq_len / self.seconds)
         if trainer.finished:  # how much position weighs against the token at the input, once trained
             line["position_token_ratio"] = position_token_ratio(trainer.model)
         if step % cfg.eval_interval == 0 or trainer.finished:
@@ -96,8 +99,7 @@ class TrainingDiverged(RuntimeError):
 
 # %% ../nbs/03e_train.ipynb #c1aecfa4
 class Trainer(Learner):
-    """One training run of `cfg` in `out_dir`: a `Learner` that resumes the checkpoint there, or starts afresh (always,
-    with `force`), and trains on schedule, logging (`RunLog`) and checkpointing as it goes."""
+    "One run of `cfg` in `out_dir`: a `Learner` that resumes its checkpoint (unless `force`), logs and checkpoints."
 
     def __init__(self, cfg: TrainConfig, out_dir: str | Path, force: bool = False, progress: bool = True):
         procs, self.out_dir = Processes.join(cfg.device), Path(out_dir).resolve()
@@ -106,7 +108,8 @@ class Trainer(Learner):
         if meta:
             check_same_config(meta, cfg, self.out_dir)
         super().__init__(cfg, procs, progress, self.out_dir, meta)
-        self.step, self.tokens, self.finished = (meta["step"], meta["tokens"], meta["finished"]) if meta else (0, 0, False)
+        start = meta or dict(step=0, tokens=0, finished=False)
+        self.step, self.tokens, self.finished = start["step"], start["tokens"], start["finished"]
         self.saved_step = self.step if meta else None  # the step of the checkpoint on disk
         self.log = RunLog(self.out_dir, self.step, cfg.max_steps, progress, writes=procs.is_main)
         if procs.is_main:
@@ -131,7 +134,8 @@ class Trainer(Learner):
     def save(self):
         "Checkpoint this step: rank 0 writes it, every process remembers it."
         if self.procs.is_main:
-            save_checkpoint(self.out_dir, self.model, self.optimizer, self.cfg, self.step, self.tokens, self.finished, self.inputs)
+            save_checkpoint(self.out_dir, self.model, self.optimizer, self.cfg, self.step, self.tokens, self.finished,
+                            self.inputs)
         self.saved_step = self.step
 
     def close(self):
@@ -141,7 +145,8 @@ class Trainer(Learner):
 
 # %% ../nbs/03e_train.ipynb #4811bf00
 class TrainingInterrupted(KeyboardInterrupt):
-    "Ctrl-C during training: `steps_done`, and `checkpoint` the step of the last checkpoint (None: none yet) in `out_dir`."
+    """Ctrl-C during training: `steps_done`, and `checkpoint` the step of the last checkpoint (None: none yet) in
+    `out_dir`."""
 
     def __init__(self, out_dir: Path, steps_done: int, checkpoint: int | None, resume: str = "train(cfg, out_dir)"):
         self.out_dir, self.steps_done, self.checkpoint = out_dir, steps_done, checkpoint
@@ -152,15 +157,17 @@ class TrainingInterrupted(KeyboardInterrupt):
 # %% ../nbs/03e_train.ipynb #d5ab2147
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = False, progress: bool = True,
           verbose: bool | None = None) -> Run:
-    """Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a finished
-    one (and say so, if `verbose`: by default with `progress`). The `Run` comes back on the device it trained on."""
-    chosen, out_dir = out_dir is not None, Path(out_dir if out_dir is not None else run_dir(cfg)).resolve()  # one lock per folder
+    """Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a
+    finished one (and say so, if `verbose`: by default with `progress`). The `Run` is on the device it trained on."""
+    chosen = out_dir is not None
+    out_dir = Path(out_dir if chosen else run_dir(cfg)).resolve()  # one lock per folder
     check_run_folder(out_dir)
     if reason := unwritable(out_dir):  # before the lock file and the folder: a refused path leaves nothing behind
         if chosen:
-            raise ConfigError([("out", f"{out_dir} cannot hold a run: {reason}; give a folder you can write to, e.g. --out runs/NAME")])
-        raise ValueError(f"the run folder {out_dir} cannot be made: {reason}; set POSENC_RUNS_DIR to a folder you can write "
-                         "to (or unset it), then rerun")
+            raise ConfigError([("out", f"{out_dir} cannot hold a run: {reason}; give a folder you can write to, "
+                                       "e.g. --out runs/NAME")])
+        raise ValueError(f"the run folder {out_dir} cannot be made: {reason}; set POSENC_RUNS_DIR to a folder you can "
+                         "write to (or unset it), then rerun")
     if not cfg.task:
         data_dir()  # a data folder the OS refuses is named before the run's lock file is made
     is_main = int(os.environ.get("RANK", 0)) == 0
@@ -197,12 +204,14 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
 def drope(parent: Run | TrainConfig, steps: int | None = None) -> TrainConfig:
     """DroPE's run of the RoPE run `parent` (a run, or the config of one in its default folder): its config without
     positions, from its final weights, for `steps` (default a tenth of its)."""
-    cfg, folder = (parent.config, parent.out_dir.resolve()) if isinstance(parent, Run) else (parent, run_dir(parent).resolve())
+    cfg, folder = ((parent.config, parent.out_dir.resolve()) if isinstance(parent, Run)
+                   else (parent, run_dir(parent).resolve()))
     if cfg.pos_encoding != "rope" or cfg.nopos_layers is not None:
-        raise ValueError(f"DroPE drops RoPE from a model trained with it on every layer; {folder.name} was trained with "
-                         f"{cfg.pos_encoding}{' and layers without positions' * (cfg.nopos_layers is not None)}")
+        raise ValueError(f"DroPE drops RoPE from a model trained with it on every layer; {folder.name} was trained "
+                         f"with {cfg.pos_encoding}{' and layers without positions' * (cfg.nopos_layers is not None)}")
     steps = steps or max(1, cfg.max_steps // 10)
-    named = folder.name if folder.parent == run_dir(cfg).parent.resolve() else str(folder)  # a name under the runs folder, or a path
+    # a name under the runs folder, or a path
+    named = folder.name if folder.parent == run_dir(cfg).parent.resolve() else str(folder)
     return replace(cfg, pos_encoding="nopos", pos_options=None, parent=named, max_steps=steps,
                    warmup_steps=min(cfg.warmup_steps, steps))
 

@@ -47,7 +47,8 @@ def read_metrics(out_dir: str | Path) -> pd.DataFrame:
 
 # %% ../nbs/03a_training_log.ipynb #a7e10c02
 def event_writer(out_dir: Path, step: int):
-    "A TensorBoard writer of the events of `out_dir`'s run after `step` (where a resumed run goes on), or None without tensorboard."
+    """A TensorBoard writer of the events of `out_dir`'s run after `step` (where a resumed run goes on), or None
+    without tensorboard."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:  # optional: metrics.jsonl holds the same numbers
@@ -56,7 +57,8 @@ def event_writer(out_dir: Path, step: int):
 
 
 def append_metrics(file, events, line: dict):
-    "Append `line` to the open metrics.jsonl `file`, and its numbers to `events` (a TensorBoard writer, or None) at its step."
+    """Append `line` to the open metrics.jsonl `file`, and its numbers to `events` (a TensorBoard writer, or None) at
+    its step."""
     file.write(json.dumps(line) + "\n")
     file.flush()
     if events is not None:

@@ -49,7 +49,8 @@ def seed_problem(value) -> str | None:
 
 def positive_number_problem(value) -> str | None:
     "What is wrong with `value` as a positive, finite number (a scale factor); None when nothing is."
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not 0 < value < float("inf"):
+    number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not number or not 0 < value < float("inf"):
         return f"must be a positive number, got {value!r}"
 
 

@@ -41,12 +41,15 @@ class TrainingJobError(WorkerError):
 
     def __init__(self, config: TrainConfig, out_dir: Path, error: BaseException):
         self.config, self.out_dir = config, Path(out_dir)
-        super().__init__(config, error, f"training {config.pos_encoding} ({config.objective}, seed {config.seed}, corpus "
-                                        f"{config.corpus}, L={config.seq_len}, {config.max_steps} steps) into {out_dir}")
+        super().__init__(config,
+                         error,
+                         f"training {config.pos_encoding} ({config.objective}, seed {config.seed}, corpus "
+                         f"{config.corpus}, L={config.seq_len}, {config.max_steps} steps) into {out_dir}")
 
 
 def _call_in_worker(fn, kwargs: dict):
-    "`fn(**kwargs)` in a worker process; an error comes back as a plain `RuntimeError` (not every error of ours pickles)."
+    """`fn(**kwargs)` in a worker process; an error comes back as a plain `RuntimeError` (not every error of ours
+    pickles)."""
     try:
         return fn(**kwargs)
     except Exception as e:
@@ -54,15 +57,17 @@ def _call_in_worker(fn, kwargs: dict):
 
 # %% ../nbs/03f_workers.ipynb #5f46f0c7
 def _stop(pool: ProcessPoolExecutor):
-    "End `pool`'s workers now (each run keeps its last complete checkpoint, which the next call resumes) and drop its queue."
+    """End `pool`'s workers now (each run keeps its last complete checkpoint, which the next call resumes) and drop
+    its queue."""
     for process in list(pool._processes.values()):  # Python 3.11 has no public way (3.14's terminate_workers)
         process.terminate()
     pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _side_by_side(tasks: dict, workers: int, failed) -> dict:
-    """`{key: fn(**kwargs)}` for `tasks` (`{key: (fn, kwargs)}`, `fn` importable by name), `workers` at a time, each in a
-    fresh process of one torch thread. The first error raises `failed(key, error)`; an error or Ctrl-C ends every worker."""
+    """`{key: fn(**kwargs)}` for `tasks` (`{key: (fn, kwargs)}`, `fn` importable by name), `workers` at a time, each in
+    a fresh process of one torch thread. The first error raises `failed(key, error)`; an error or Ctrl-C ends every
+    worker."""
     context = multiprocessing.get_context("spawn")  # forking a process whose torch has started threads is unsafe
     pool = ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads, initargs=(1,))
     try:
@@ -120,26 +125,29 @@ def run_identity(run: Run) -> dict:
 
 
 def call_on_model(fn, run: Run, **kwargs) -> pd.DataFrame:
-    """`fn(run.model, **kwargs)`, a table, with `run_identity(run)` in its columns. Calls of `map_side_by_side` that pass
-    runs through it, not models, hold no model: each is loaded where it is used (a worker loads its own) and freed
+    """`fn(run.model, **kwargs)`, a table, with `run_identity(run)` in its columns. Calls of `map_side_by_side` that
+    pass runs through it, not models, hold no model: each is loaded where it is used (a worker loads its own) and freed
     when the next one is."""
     return fn(run.model, **kwargs).assign(**run_identity(run))
 
 # %% ../nbs/03f_workers.ipynb #c37a6237
 def train_runs(configs, jobs: int | None = 1) -> list[Run]:
-    """Each of `configs` trained once (a finished run is reused), as a `Run` whose model loads when used; with `jobs` > 1
-    (None: `usable_jobs()`) the unfinished ones first train side by side, one process each."""
+    """Each of `configs` trained once (a finished run is reused), as a `Run` whose model loads when used; with `jobs` >
+    1 (None: `usable_jobs()`) the unfinished ones first train side by side, one process each."""
     configs = list(configs)
     unfinished = {run_dir(cfg): cfg for cfg in configs if not (read_meta(run_dir(cfg)) or {}).get("finished")}
     workers = min(side_by_side_jobs(jobs), len(unfinished))
     if workers > 1:
-        tasks = {out_dir: (train, dict(cfg=cfg, out_dir=out_dir, progress=False)) for out_dir, cfg in unfinished.items()}
+        tasks = {out_dir: (train, dict(cfg=cfg, out_dir=out_dir, progress=False))
+                 for out_dir, cfg in unfinished.items()}
         _side_by_side(tasks, workers, lambda out_dir, error: TrainingJobError(unfinished[out_dir], out_dir, error))
-    return [train(cfg, progress=False) for cfg in configs]  # with one worker or one run: trained here, one after another
+    # with one worker or one run: trained here, one after another
+    return [train(cfg, progress=False) for cfg in configs]
 
 # %% ../nbs/03f_workers.ipynb #11da7096
 def _train_seconds(configs: list, jobs: int, threads: int) -> float:
-    "Wall-clock seconds to train `configs` from scratch (a fresh scratch runs folder) with `jobs` workers, here on `threads`."
+    """Wall-clock seconds to train `configs` from scratch (a fresh scratch runs folder) with `jobs` workers, here on
+    `threads`."""
     torch.set_num_threads(threads)
     with tempfile.TemporaryDirectory() as folder, mock.patch.dict(os.environ, POSENC_RUNS_DIR=folder):
         start = time.perf_counter()
@@ -161,5 +169,5 @@ def time_side_by_side(train_settings: dict, runs: int = 2, threads: int | None =
         torch.set_num_threads(before)
     serial, side = (float(np.median(seconds[way])) for way in ("serial", "side_by_side"))
     speedup = float(np.median(np.divide(seconds["serial"], seconds["side_by_side"])))
-    return dict(runs=runs, threads=threads or before, rounds=rounds, serial_s=serial, side_by_side_s=side, speedup=speedup,
-                load_average=os.getloadavg()[0])
+    return dict(runs=runs, threads=threads or before, rounds=rounds, serial_s=serial, side_by_side_s=side,
+                speedup=speedup, load_average=os.getloadavg()[0])

@@ -16,8 +16,9 @@ from nbdev.test import _keep_file
 
 from posenc_nb.claims import FINDINGS_DIR, read_claims
 from posenc_nb.outputs import OUTPUT_TABLES, table_problem
-from posenc_nb.probe import ProbeTraining, middle_mad, random_mad
-from posenc_nb.profiles import PROFILES, committed_figures
+from posenc_nb.position_classifier import ProbeTraining, middle_mad, random_mad
+from posenc_nb.profile_values import PROFILES
+from posenc_nb.profiles import committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.grids import budget_steps_of
 from posenc_nb.report import readme_blocks, readme_files
