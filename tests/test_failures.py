@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -30,7 +31,7 @@ from papermill.iorw import LocalHandler
 
 import posenc_nb.train
 from posenc_nb import bench, evaluate, plan, reproduce, step_speed, tokens
-from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
+from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir, save_checkpoint
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
@@ -42,7 +43,7 @@ from posenc_nb.profiles import check_parameters
 from posenc_nb.scores import run_perplexity, run_probes
 from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
-from posenc_nb.train import Trainer, TrainingInterrupted, train
+from posenc_nb.train import Trainer, TrainingInterrupted, drope, train
 from posenc_nb.workers import usable_jobs
 from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
 
@@ -1252,3 +1253,65 @@ def test_a_run_cut_short_keeps_the_times_it_measured(tmp_path, capsys, monkeypat
     code, err = command(reproduce.main, [*args, "--out", out, "--only", "02_second"], capsys)
     assert code == 0, err
     assert list(pd.read_csv(out / "reproduce_timings.csv").notebook) == ["01_first", "02_second"]
+
+
+# --- round five: a diverged run's checkpoint, a replaced parent, a part that names another notebook, a scale -------
+
+
+def test_an_update_that_overflows_the_weights_is_divergence_and_never_checkpointed(tmp_path, capsys):
+    """Before: the gradient guard passed step 1's finite gradient, its update overflowed bfloat16's weights to inf, the
+    checkpoint of step 1 held them, and the divergence at step 2 called it "kept"; load_run served it."""
+    out, config = tmp_path / "run", write_config(tmp_path / "overflow.yaml")
+    overflow = ["dtype=bfloat16", "lr=1e39", "min_lr=0", "warmup_steps=0", "checkpoint_interval=1"]
+    code, err = posenc_train(["--config", config, "--out", out, *overflow], capsys)
+    assert code == 1 and "the weights hold inf or NaN" in err and "after the update of step 1" in err, err
+    assert "no checkpoint had been written" in err and "Lower lr" in err, err
+    assert not out.exists()  # nothing of non-finite weights was kept
+
+
+def test_a_checkpoint_of_nonfinite_weights_is_refused_by_load_and_resume(tmp_path, capsys):
+    "Before: an older version's checkpoint of a diverged run loaded (perplexity NaN) and resumed into the same end."
+    out, cfg = tmp_path / "run", TrainConfig(**TINY)
+    model = TransformerLM(cfg.model_config())
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.weight[0, 0] = float("nan")
+    out.mkdir()
+    save_checkpoint(out, model, torch.optim.AdamW(model.parameters()), cfg, step=3, tokens=768, finished=False)
+    before = snapshot(out)
+    with pytest.raises(CheckpointError, match=r"holds non-finite weights \(inf or NaN in blocks\.0\.attn\.qkv\.weight"):
+        load_run(out)
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out], capsys)
+    assert code == 1 and "non-finite weights" in err and "--force" in err and "lowering lr" in err, err
+    assert snapshot(out) == before
+
+
+def test_a_child_run_is_reused_only_while_its_parent_holds_the_weights_it_started_from(tmp_path, capsys):
+    """Before: a finished DroPE child was reused after its parent folder was replaced by another run (its meta.json
+    named the parent, with no checksum); a damaged parent was met with --force for the child; a start-token parent
+    was continued without the token in silence."""
+    parent_cfg = TrainConfig(**TINY, pos_encoding="rope")
+    parent = train(parent_cfg, tmp_path / "parent", progress=False)
+    child_cfg = drope(parent)
+    child = train(child_cfg, tmp_path / "child", progress=False)
+    assert read_meta(child.out_dir)["parent_sha256"] == read_meta(parent.out_dir)["sha256"]["model"]
+    with_token = replace(child_cfg, start_token=True)
+    with pytest.raises(ConfigError, match="start_token: True, but the parent run .* give start_token=False"):
+        train(with_token, tmp_path / "with-token", progress=False)
+    assert not (tmp_path / "with-token").exists()
+
+    train(replace(parent_cfg, seed=1), parent.out_dir, force=True, progress=False)  # the parent replaced
+    before = snapshot(child.out_dir)
+    with pytest.raises(CheckpointError, match="no longer holds the weights the run in .* --force") as error:
+        train(child_cfg, child.out_dir, progress=False)
+    assert str(parent.out_dir) in str(error.value) and snapshot(child.out_dir) == before, error.value
+    meta = read_meta(child.out_dir)
+    del meta["parent_sha256"]  # a child written before children recorded their parent
+    (child.out_dir / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="records no checksum of the weights of its parent run"):
+        train(child_cfg, child.out_dir, progress=False)
+
+    flip_middle(parent.out_dir / read_meta(parent.out_dir)["files"]["model"])  # a damaged parent: repair the parent
+    with pytest.raises(CheckpointError, match="the parent run .* cannot be used: .*retrain the parent") as error:
+        train(child_cfg, tmp_path / "second-child", progress=False)
+    assert "--force on this run would not repair its parent" in str(error.value), error.value
+    assert not (tmp_path / "second-child").exists()
