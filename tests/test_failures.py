@@ -1315,3 +1315,15 @@ def test_a_child_run_is_reused_only_while_its_parent_holds_the_weights_it_starte
         train(child_cfg, tmp_path / "second-child", progress=False)
     assert "--force on this run would not repair its parent" in str(error.value), error.value
     assert not (tmp_path / "second-child").exists()
+
+
+@pytest.mark.parametrize("first", ["posenc_nb.encodings", "posenc_nb.config", "posenc_nb.later_encodings"])
+def test_the_encodings_registry_is_whole_whatever_is_imported_first(first):
+    """Before: `from posenc_nb.encodings import get_encoding; get_encoding("kerple", ...)` said kerple must be one of
+    the paper's five, and a loop over ENCODINGS covered five (the later ones registered only with their module)."""
+    script = (
+        f"import json, {first}; from posenc_nb.encodings import ENCODINGS, get_encoding; "
+        "get_encoding('kerple', 32, 2, 64); print(json.dumps(list(ENCODINGS)))"
+    )
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert json.loads(found) == ["nopos", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple", "fire", "xpos"]
