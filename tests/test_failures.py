@@ -31,6 +31,7 @@ from papermill.iorw import LocalHandler
 
 import posenc_nb.train
 from posenc_nb import bench, evaluate, plan, reproduce, step_speed, tokens
+from posenc_nb.claims import Claim, read_claims, read_findings, save_claims, write_claims_table
 from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir, save_checkpoint
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
@@ -1046,6 +1047,12 @@ def test_claims_of_a_notebook_the_run_does_not_know_are_named_and_left_out(tmp_p
             lambda claims: claims.rmdir() or claims.write_text("x"),
             ["claims is a file where the folder", "move it away"],
         ),
+        (
+            lambda claims: (claims / "01_claims.csv").write_text(
+                "notebook,claim,status,ours,paper,rule\n06_probe,a,reproduces,x,y,z\n"
+            ),
+            ["01_claims.csv holds claims of notebook 06_probe, though its name says they are notebook 01_claims's"],
+        ),
     ],
 )
 def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage, facts):
@@ -1058,7 +1065,7 @@ def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage
     before = snapshot(out)
     code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments], capsys)
     assert code == 1 and all(fact in err for fact in facts), err
-    if "lacks" in facts[0] or "CSV" in facts[0]:
+    if "lacks" in facts[0] or "CSV" in facts[0] or "holds claims" in facts[0]:
         assert "`posenc-reproduce --only 01_claims`" in err and "delete it" in err, err  # what writes it anew: no loop
     assert snapshot(out) == before and not (out / "notebooks").exists()  # refused before any notebook ran
 
@@ -1327,3 +1334,37 @@ def test_the_encodings_registry_is_whole_whatever_is_imported_first(first):
     )
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert json.loads(found) == ["nopos", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple", "fire", "xpos"]
+
+
+def test_the_claims_table_and_findings_files_name_what_is_wrong_with_them(tmp_path):
+    """Before: a binary claims.csv ended in a bare UnicodeDecodeError, a folder in place of a findings CSV in
+    IsADirectoryError, a findings file of another notebook was quoted under this one, and a claims.csv missing beside
+    the notebooks' files of claims read as "no notebook has saved its claims yet"."""
+    figures = tmp_path / "figs"
+    save_claims([Claim("a", "reproduces", "ours", "theirs", "rule")], figures, "01_claims")
+    with pytest.raises(ValueError, match=r"claims\.csv is missing, but .*holds the claims of 01_claims: `write_claims"):
+        read_claims(figures)
+    write_claims_table(figures)
+    (figures / "claims.csv").write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(
+        ValueError, match=r"claims\.csv is not a CSV file of claims \(UnicodeDecodeError.*writes it anew"
+    ):
+        read_claims(figures)
+    (figures / "findings" / "06_probe.csv").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="06_probe.csv is a folder where notebook 06_probe's findings file belongs"):
+        read_findings(figures, "06_probe")
+    (figures / "findings" / "11_length.csv").write_text("notebook,subject,finding\n06_probe,a model,a finding\n")
+    with pytest.raises(RuntimeError, match="holds findings of notebook 06_probe, though its name says .* 11_length's"):
+        read_findings(figures, "11_length")
+
+
+def test_a_scaled_score_is_never_served_for_an_unscaled_call(tmp_path):
+    """Before: run_perplexity inside scaled_attention(model, 4.0) kept the scaled perplexity under the plain key, and a
+    later plain call served it."""
+    run = train(TrainConfig(**TINY), tmp_path / "run", progress=False)
+    plain = run_perplexity(run, [16], max_tokens=256).perplexity[0]
+    with evaluate.scaled_attention(run.model, 4.0):
+        scaled = run_perplexity(run, [16], max_tokens=256).perplexity[0]
+    assert scaled != plain and run_perplexity(run, [16], max_tokens=256).perplexity[0] == plain
+    kept = [json.loads(line) for line in (run.out_dir / "scores.jsonl").read_text().splitlines()]
+    assert [line["rows"][0]["perplexity"] for line in kept] == [plain]  # only the plain model's score was kept
