@@ -994,6 +994,10 @@ def test_run_folder_arguments(tmp_path, monkeypatch):
         ("model_sizes", {"odd": {"d_model": 33}}, ["model_sizes", "33"]),  # not a multiple of the heads
         ("corpus", "no-such-corpus", ["no-such-corpus"]),
         ("eval_tokens", 0, ["eval_tokens"]),
+        # ignored before: the notebook sets each model's encoding itself
+        ("modern_settings", {"n_layer": 2, "pos_encoding": "alibi"}, ["sets pos_encoding", "leave it out"]),
+        # blamed before on a layer pattern and the model, neither given by the user
+        ("modern_settings", {"n_layer": 1}, ["n_layer=1", "give n_layer of at least 2 in modern_settings"]),
     ],
 )
 def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
@@ -1368,3 +1372,30 @@ def test_a_scaled_score_is_never_served_for_an_unscaled_call(tmp_path):
     assert scaled != plain and run_perplexity(run, [16], max_tokens=256).perplexity[0] == plain
     kept = [json.loads(line) for line in (run.out_dir / "scores.jsonl").read_text().splitlines()]
     assert [line["rows"][0]["perplexity"] for line in kept] == [plain]  # only the plain model's score was kept
+
+
+def word_tokenizer(path: Path, words: int) -> Path:
+    "A tokenizers JSON file of `words` words and an unknown token, without any of the special tokens."
+    from tokenizers import Tokenizer, models
+
+    vocab = {f"w{i}": i for i in range(words)} | {"[UNK]": words}
+    Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    "overrides, facts, not_said",
+    [
+        (["pos_options={floor_scale: .inf}"], ["floor_scale", "finite", "got 0.0 and inf"], "Infinity"),
+        (["pos_encoding=rope", "nopos_layers=every-2"], ["n_layer=1", "give n_layer of at least 2"], "'every-1'"),
+        (["tokenizer={words}", "vocab_size=301", "start_token=true"], ["vocab_size: 301", "at least 304"], "model:"),
+    ],
+)
+def test_config_values_that_cannot_work_say_what_to_give(tmp_path, capsys, overrides, facts, not_said):
+    """Before: floor_scale=inf went into meta.json as bare Infinity; a one-layer hybrid was offered every-1, itself
+    refused; a tokenizer without an end-of-text token under start_token was told its id is out of range."""
+    words, out = word_tokenizer(tmp_path / "words.json", 300), tmp_path / "run"
+    args = [o.replace("{words}", str(words)) for o in overrides]
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, *args], capsys)
+    assert code == 2 and all(fact in err for fact in facts) and not_said not in err, err
+    assert not out.exists()
