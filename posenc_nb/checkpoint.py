@@ -29,7 +29,8 @@ from .validation import suggest
 
 # %% auto #0
 __all__ = ['runs_dir', 'run_dir', 'read_meta', 'remove_unreferenced', 'save_checkpoint', 'check_run_folder', 'check_same_config',
-           'load_weights', 'load_optimizer', 'pick_device', 'Run', 'load_run', 'parent_folder', 'load_parent']
+           'nonfinite_weight', 'load_weights', 'load_optimizer', 'pick_device', 'Run', 'load_run', 'parent_folder',
+           'load_parent', 'parent_weights', 'check_parent']
 
 # %% ../nbs/03c_checkpoint.ipynb #1dd5c4f4
 def runs_dir() -> Path:
@@ -71,6 +72,8 @@ def _meta_problems(meta) -> list[str]:
     if isinstance(meta.get("sha256"), dict):
         problems += [f"sha256.{kind}: {meta['sha256'].get(kind)!r} is not a sha256" for kind in _FILES
                      if not _SHA256.fullmatch(str(meta["sha256"].get(kind)))]
+    if "parent_sha256" in meta and not _SHA256.fullmatch(str(meta["parent_sha256"])):  # a child's only
+        problems.append(f"parent_sha256: {meta['parent_sha256']!r} is not a sha256")
     if isinstance(meta.get("inputs"), dict):  # an input is recorded if it existed
         problems += [f"inputs.{kind}: {value!r} is not the sha256 of a {' or '.join(_INPUTS)} file"
                      for kind, value in meta["inputs"].items() if kind not in _INPUTS
@@ -140,9 +143,11 @@ def remove_unreferenced(out_dir: Path):
 
 
 def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int,
-                    tokens: int, finished: bool, inputs: dict[str, str] | None = None):
+                    tokens: int, finished: bool, inputs: dict[str, str] | None = None,
+                    parent_sha256: str | None = None):
     """Write the checkpoint of `step` into `out_dir` (meta.json last, with each file's sha256 and `inputs`, the
-    checksums of the files it learned from: by default `input_checksums(cfg)`), then delete older ones."""
+    checksums of the files it learned from: by default `input_checksums(cfg)`; a child run's `parent_sha256`, that
+    of the parent's weights it started from), then delete older ones."""
     files = dict(model=f"model-{step:07d}.safetensors", optimizer=f"optimizer-{step:07d}.pt")
     try:
         atomic_write(out_dir / files["model"], lambda tmp: save_model(model, str(tmp)))
@@ -150,7 +155,8 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
         meta = dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens, finished=finished,
                     files=files, torch_version=torch.__version__, model_version=MODEL_VERSION,
                     sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()},
-                    inputs=inputs if inputs is not None else input_checksums(cfg))
+                    inputs=inputs if inputs is not None else input_checksums(cfg),
+                    **({"parent_sha256": parent_sha256} if parent_sha256 else {}))
         write_json(out_dir / "meta.json", meta)
     except BaseException as e:
         # asked before space is freed
@@ -215,6 +221,11 @@ def _shape_differences(model: nn.Module, path: Path) -> list[str]:
             for name, weight in model.state_dict().items() if name in shapes and shapes[name] != tuple(weight.shape)]
 
 # %% ../nbs/03c_checkpoint.ipynb #44735bf3
+def nonfinite_weight(model: nn.Module) -> str | None:
+    "The name of the first weight of `model` that holds an inf or NaN; None when all are finite."
+    return next((name for name, weight in model.named_parameters() if not weight.isfinite().all()), None)
+
+
 def load_weights(model: nn.Module, out_dir: Path, meta: dict):
     """Load the checkpoint's weights into `model`, once their checksum matches and they were made for this model
     definition."""
@@ -229,6 +240,11 @@ def load_weights(model: nn.Module, out_dir: Path, meta: dict):
                                   f"builds ({listed}): the two are not of one run. Nothing was changed. Restore "
                                   "meta.json, or retrain with --force (train(..., force=True)).") from None
         raise CheckpointError(f"cannot load weights from {path} ({type(e).__name__}: {e}). {_RECOVER}") from None
+    if name := nonfinite_weight(model):  # a diverged run's, kept by versions that checked no weights before saving
+        raise CheckpointError(f"{path} holds non-finite weights (inf or NaN in {name}): the run diverged before this "
+                              "checkpoint was written, so no analysis or resume can use it. Nothing was changed. "
+                              "Retrain it with --force (train(..., force=True)) after lowering lr, or raising "
+                              "warmup_steps or grad_clip.")
 
 
 def load_optimizer(optimizer: torch.optim.Optimizer, out_dir: Path, meta: dict):
@@ -351,10 +367,21 @@ def parent_folder(parent: str) -> Path:
     return path if path.is_absolute() or len(path.parts) > 1 else runs_dir() / parent
 
 
+def _parent_error(folder: Path, e: CheckpointError) -> CheckpointError:
+    "`e`, met on the parent run in `folder`, told as its child meets it: the parent is what to repair, not the child."
+    return CheckpointError(f"the parent run {folder}, which this run continues, cannot be used: "
+                           f"{str(e).replace(_RECOVER, '').strip()} Nothing was changed. Restore the parent's files, "
+                           f"or retrain the parent (its own config, into {folder}), then rerun this run: --force on "
+                           "this run would not repair its parent.")
+
+
 def load_parent(model: TransformerLM, parent: str):
     """Give `model` the final weights of the finished run `parent` (see `parent_folder`): where a run that continues
     it starts."""
-    run = load_run(parent_folder(parent))
+    try:
+        run = load_run(parent_folder(parent))
+    except CheckpointError as e:
+        raise _parent_error(parent_folder(parent), e) from None
     if not run.finished:
         raise CheckpointError(f"the parent run {run.out_dir} stopped at step {run.step} of {run.config.max_steps}; "
                               "finish it first (train its config again: it resumes), then start this run")
@@ -365,3 +392,40 @@ def load_parent(model: TransformerLM, parent: str):
                             f"{run.out_dir} holds weights that do not fit this run's model "
                             f"({str(e).splitlines()[1].strip()}); "
                             "continue a run of the same shape, whose encoding has the same parameters")]) from None
+
+# %% ../nbs/03c_checkpoint.ipynb #e42d0004
+def parent_weights(cfg: TrainConfig) -> str:
+    """The sha256 of the final weights of `cfg.parent`, the run `cfg` continues (see `parent_folder`), as its meta.json
+    records them: what the child records as `parent_sha256`. The parent must have been trained with `cfg.start_token`
+    too: a model continued without the token it learned with (or with one it never saw) starts from weights that fit
+    other inputs."""
+    folder = parent_folder(cfg.parent)
+    try:
+        meta = read_meta(folder)
+    except CheckpointError as e:
+        raise _parent_error(folder, e) from None
+    if meta is None:
+        raise CheckpointError(f"the parent run {folder}, which this run continues, holds no checkpoint (no meta.json); "
+                              "train the parent first, then this run")
+    if (trained := meta["config"].get("start_token", False)) != cfg.start_token:
+        raise ConfigError([("start_token", f"{cfg.start_token}, but the parent run {folder} was trained with "
+                                           f"start_token={trained}; give start_token={trained}, as the parent")])
+    return meta["sha256"]["model"]
+
+
+def check_parent(meta: dict, cfg: TrainConfig, out_dir: Path):
+    """Raise `CheckpointError` unless the run of `cfg` in `out_dir` (checkpoint `meta`), if it continues a parent, is
+    found to have started from the weights its parent holds now: a child is reused or resumed only while they match."""
+    if not cfg.parent:
+        return
+    folder, recorded, now = parent_folder(cfg.parent), meta.get("parent_sha256"), parent_weights(cfg)
+    if recorded is None:
+        raise CheckpointError(f"{out_dir / 'meta.json'} records no checksum of the weights of its parent run {folder} "
+                              "(older versions of posenc_nb did not), so whether that run still holds them cannot be "
+                              "checked. Nothing was changed. Retrain this run from its parent as it is now: --force "
+                              "(train(..., force=True)).")
+    if recorded != now:
+        raise CheckpointError(f"the parent run {folder} no longer holds the weights the run in {out_dir} started from: "
+                              f"their sha256 is {now} now, and this run's meta.json recorded {recorded} (the parent "
+                              "was retrained or replaced). Nothing was changed. Restore that parent run, or retrain "
+                              "this run from the parent as it is now: --force (train(..., force=True)).")

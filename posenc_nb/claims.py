@@ -191,11 +191,18 @@ def _claims_problem(table: pd.DataFrame) -> str | None:
         return f"holds the statuses {bad}, none of {STATUSES}"
 
 
+def _other_notebooks(table: pd.DataFrame, notebook: str, kind: str) -> str | None:
+    """What is wrong with `table`, the file of notebook `notebook`'s `kind` (claims, findings), if its notebook column
+    names another: merged, its rows would count under that other notebook and none under this one."""
+    if others := sorted(set(table.notebook) - {notebook}):
+        return f"holds {kind} of notebook {', '.join(others)}, though its name says they are notebook {notebook}'s"
+
+
 def _notebook_claims(path: Path) -> pd.DataFrame:
     "The claims a notebook saved at `path`, or a RuntimeError that names the file and how it is written anew."
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
-        problem = _claims_problem(table)
+        problem = _claims_problem(table) or _other_notebooks(table, path.stem, "claims")
     except ValueError as e:  # not UTF-8, empty, not CSV
         problem = f"is not a CSV file of claims ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
     if problem:
@@ -235,13 +242,24 @@ def write_claims_table(out_dir, notebooks=None) -> Path | None:
 
 
 def read_claims(figures) -> pd.DataFrame:
-    "The claims of `figures/claims.csv` (no rows when there is none yet), each status checked against `STATUSES`."
-    path = Path(figures) / CLAIMS_FILE
+    """The claims of `figures/claims.csv` (no rows when no notebook has saved any yet), each status checked against
+    `STATUSES`; a `claims.csv` missing beside the notebooks' files of claims is named, with what gathers them."""
+    path, gather = Path(figures) / CLAIMS_FILE, f"`write_claims_table({str(figures)!r})` (posenc_nb.claims)"
     if not path.exists():
+        if parts := sorted(p.stem for p in (Path(figures) / CLAIMS_DIR).glob("*.csv")):
+            raise ValueError(f"{path} is missing, but {Path(figures) / CLAIMS_DIR} holds the claims of "
+                             f"{', '.join(parts)}: {gather} gathers them into it (posenc-reproduce does, at the end "
+                             "of a run)")
         return pd.DataFrame(columns=COLUMNS)
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if problem := _claims_problem(table):
-        raise ValueError(f"{path} {problem}: rerun `posenc-reproduce`, which writes it")
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder where the table of claims belongs: move it away, then {gather}")
+    try:
+        table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        problem = _claims_problem(table)
+    except ValueError as e:  # not UTF-8, empty, not CSV
+        problem = f"is not a CSV file of claims ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
+    if problem:
+        raise ValueError(f"{path} {problem}: {gather} writes it anew from the notebooks' files of claims")
     return table[COLUMNS]
 
 # %% ../nbs/05b_claims.ipynb #f4a00005
@@ -298,11 +316,18 @@ def read_findings(figures, notebook: str) -> list[Finding] | None:
     """The findings notebook `notebook` saved under `figures` (None before it has), or an error naming the file and
     the fix."""
     path = Path(figures) / FINDINGS_DIR / f"{notebook}.csv"
+    rerun = f"then rerun that notebook (`posenc-reproduce --only {notebook}`)"
     if not path.exists():
         return None
+    if path.is_dir():
+        raise RuntimeError(f"{path} is a folder where notebook {notebook}'s findings file belongs: move it away, "
+                           f"{rerun}")
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
-        return [Finding(row.subject, row.finding) for row in table[FINDING_COLUMNS].itertuples()]
+        found = [Finding(row.subject, row.finding) for row in table[FINDING_COLUMNS].itertuples()]
     except (ValueError, KeyError) as e:  # not UTF-8, not CSV, a column missing, an empty finding
         raise RuntimeError(f"{path} is not a CSV file of findings ({type(e).__name__}: {str(e).splitlines()[0][:80]}): "
-                           f"delete it, then rerun that notebook (`posenc-reproduce --only {notebook}`)") from None
+                           f"delete it, {rerun}") from None
+    if problem := _other_notebooks(table, notebook, "findings"):
+        raise RuntimeError(f"{path} {problem}: delete it, {rerun}")
+    return found

@@ -20,7 +20,7 @@ import yaml
 from .encodings import encoding_problem
 from .model import PRESETS as MODEL_PRESETS
 from .model import ModelConfig
-from .special_tokens import EOS_ID, MIN_VOCAB_SIZE, eos_id
+from .special_tokens import EOS_ID, MIN_VOCAB_SIZE, eos_id, start_token_problem
 from .tasks import TASK_VOCAB_SIZE, task_problem, task_width
 from .validation import (choice_problem, closest, each_entry, explained, fraction_problem,
                                   non_negative_problem, or_null, positive_int_problem, seed_problem)
@@ -187,6 +187,7 @@ _RULES = [  # (the keys a rule reads, the problem it finds in their values)
     (("start_token", "objective", "task"), lambda s, o, t: None if not s or (o, t) == ("clm", None) else
      "puts the end-of-text token before a causal LM's windows of a corpus; set start_token=false for a masked LM or a "
      "task"),
+    (("vocab_size", "tokenizer", "start_token"), lambda v, k, s: start_token_problem(k, v) if k and s else None),
     (("batch_size", "grad_accum"), _split_problem),
     (("max_len", "seq_len"), lambda m, s: None if m is None or m >= s else
      f"{m} is shorter than seq_len {s}; raise max_len or leave it null"),

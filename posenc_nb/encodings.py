@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from functools import partial
+from importlib import import_module
 
 import torch
 from torch import nn
@@ -15,9 +16,9 @@ from .validation import check_value, choice_problem, positive_int, suggest
 
 # %% auto #0
 __all__ = ['ENCODINGS', 'encoding_problem', 'SINUSOIDAL_TABLES', 'FAIRSEQ_FIRST_POSITION', 'ROPE_SCALINGS', 'NOPOS_PATTERNS',
-           'PositionalEncoding', 'signed_distances', 'bias_matrix', 'register', 'get_encoding', 'query_temperature',
-           'NoPos', 'show_positions', 'Learned', 'sinusoidal_table', 'Sinusoidal', 'rope_frequencies', 'turn_pairs',
-           'RoPE', 'alibi_slopes', 'ALiBi', 'nopos_layer_problem', 'nopos_layers']
+           'PositionalEncoding', 'signed_distances', 'bias_matrix', 'Registry', 'register', 'get_encoding',
+           'query_temperature', 'NoPos', 'show_positions', 'Learned', 'sinusoidal_table', 'Sinusoidal',
+           'rope_frequencies', 'turn_pairs', 'RoPE', 'alibi_slopes', 'ALiBi', 'nopos_layer_problem', 'nopos_layers']
 
 # %% ../nbs/01_encodings.ipynb #f6643003
 def _checked_option(encoding, key: str, value):
@@ -91,7 +92,34 @@ def bias_matrix(pos: PositionalEncoding, T: int, causal: bool = False, device=No
     return row[:, position[:, None] - position + T - 1]
 
 # %% ../nbs/01_encodings.ipynb #531058a0
-ENCODINGS: dict[str, type[PositionalEncoding]] = {}
+class Registry(dict):
+    """Encodings by name, whole whatever was imported first: the modules of `later`, chapters after this one that
+    register encodings too, are imported before the registry is first read (not when this module loads, which they
+    import: no import cycle)."""
+
+    def __init__(self, later: tuple[str, ...]):
+        super().__init__()
+        self.later, self.loaded = later, False
+
+    def load_later(self):
+        if not self.loaded:
+            self.loaded = True  # first: the later modules' own reads (colours taken) must not import them again
+            for module in self.later:
+                import_module(module)
+
+
+def _after_loading(read):
+    "The dict method `read`, called once the later encodings are registered."
+    def whole(self, *args):
+        self.load_later()
+        return read(self, *args)
+    return whole
+
+
+for _read in ("__getitem__", "__contains__", "__iter__", "__len__", "keys", "values", "items", "get"):
+    setattr(Registry, _read, _after_loading(getattr(dict, _read)))
+
+ENCODINGS: dict[str, type[PositionalEncoding]] = Registry(later=("posenc_nb.later_encodings",))
 # what is wrong with a name as a registered encoding, or None
 encoding_problem = partial(choice_problem, choices=ENCODINGS)
 
@@ -103,7 +131,8 @@ def register(name: str):
         if missing := [a for a in ("label", "color") if a not in vars(cls)]:
             raise TypeError(f"encoding {name!r} ({cls.__name__}) must declare its own {' and '.join(missing)}: "
                             "every table and figure shows it by them")
-        taken = {c.color: n for n, c in ENCODINGS.items() if n != name}
+        # read as a plain dict: the later encodings register while this module loads, or after it
+        taken = {c.color: n for n, c in dict.items(ENCODINGS) if n != name}
         if cls.color in taken:
             raise ValueError(f"encoding {name!r} has colour {cls.color}, which {taken[cls.color]!r} already has; pick "
                              "another")
@@ -137,11 +166,12 @@ class NoPos(PositionalEncoding):
 
     @classmethod
     def check_options(cls, options: dict) -> dict:
-        "Also an `attn_scale` of at least 0 and a positive `floor_scale`."
+        "Also a finite `attn_scale` of at least 0 and a finite positive `floor_scale` (JSON, meta.json's, has no inf)."
         checked = super().check_options(options)
-        if not (checked["attn_scale"] >= 0 and checked["floor_scale"] > 0):
-            raise ValueError(f"{cls.name} options 'attn_scale' (>= 0; 0: no temperature) and 'floor_scale' (> 0, in "
-                             f"positions) are out of range: got {checked['attn_scale']} and {checked['floor_scale']}")
+        if not (0 <= checked["attn_scale"] < math.inf and 0 < checked["floor_scale"] < math.inf):
+            raise ValueError(f"{cls.name} options 'attn_scale' (finite, >= 0; 0: no temperature) and 'floor_scale' "
+                             f"(finite, > 0, in positions) are out of range: got {checked['attn_scale']} and "
+                             f"{checked['floor_scale']}")
         return checked
 
     def rotate(self, q, k):
@@ -329,6 +359,9 @@ def nopos_layer_problem(spec, n_layer: int, encoding: str = "rope") -> str | Non
     if encoding == "nopos" or ENCODINGS[encoding].embed is not PositionalEncoding.embed:
         return (f"takes positions off some layers' attention, where {encoding} puts none; use an encoding that acts "
                 "there, e.g. rope")
+    if n_layer < 2:  # every layer would go without positions, however the layers are named
+        return (f"{spec!r}: a model of n_layer={n_layer} has no layer to keep positions on beside one without; give "
+                "n_layer of at least 2, or pos_encoding='nopos'")
     if isinstance(spec, list):
         if not spec or len(set(spec)) != len(spec) or not all(type(i) is int and 0 <= i < n_layer for i in spec):
             return f"must list distinct layers in [0, n_layer={n_layer}), got {spec!r}"

@@ -110,11 +110,22 @@ def _budget_problem(steps: list[int] | None, base: dict) -> str | None:
                 else f"{steps} must stay below the core's max_steps"))
 
 
+_PER_MODEL = ("pos_encoding", "pos_options", "nopos_layers", "nopos_options")  # what `MODERN_VARIANTS` set
+
+
 def _modern_problem(changes: dict, base: dict, task: dict) -> str | None:
-    "What is wrong with the modern-positions `changes` to the core's `base` and to the task recipe `task`."
-    hybrid = {"pos_encoding": "rope", "nopos_layers": "every-2"}
-    configs = ({**base, **changes, **hybrid}, {**task, "task": "repeat", **hybrid})
-    return next(filter(None, map(_config_problem, configs)), None)
+    """What is wrong with the modern-positions `changes` to the core's `base` and to the task recipe `task`: a key the
+    notebook sets for each model itself, or models too shallow for a hybrid (a layer with positions, one without)."""
+    if ignored := [k for k in _PER_MODEL if k in changes]:
+        return (f"sets {', '.join(ignored)}, which the modern-positions notebook sets for each of its models (RoPE, "
+                "its hybrids, partial RoPE, NoPos, ALiBi), so it would be ignored; leave it out of modern_settings")
+    sources = {"modern_settings over train_settings": {**base, **changes}, "task_settings": {**task, "task": "repeat"}}
+    for source, keys in sources.items():
+        if problem := _config_problem(keys):
+            return f"{source} {problem}"
+        if (n_layer := TrainConfig.from_dict(keys).model_config().n_layer) < 2:
+            return (f"{source} give models of n_layer={n_layer}, and the notebook's hybrids keep positions on some "
+                    f"layers and drop them on others; give n_layer of at least 2 in {source.split()[0]}")
 
 
 def _shuffle_problem(shuffled: str, sentence: str) -> str | None:

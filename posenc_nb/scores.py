@@ -27,7 +27,8 @@ from .workers import map_side_by_side, run_identity
 
 # %% auto #0
 __all__ = ['SCORES_FILE', 'PROBES_FILE', 'corpus_tokens', 'unigram_loss', 'assert_below_unigram', 'final_val_loss',
-           'training_tokens', 'validation_baseline', 'score_key', 'run_perplexity', 'runs_perplexity', 'run_probes']
+           'training_tokens', 'validation_baseline', 'forward_changes', 'score_key', 'run_perplexity',
+           'runs_perplexity', 'run_probes']
 
 # %% ../nbs/04e_scores.ipynb #81c13a51
 def corpus_tokens(train_settings: dict, corpus: str | Path, split: str) -> np.ndarray:
@@ -97,9 +98,21 @@ def _weights_digest(model) -> str:
     return _digest(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy() for t in tensors)
 
 
+def forward_changes(model) -> list[str]:
+    """What changes `model`'s forward pass in place, beyond its weights and config: methods replaced on a module (as
+    `scaled_attention` does) and hooks, by module; a model with any is scored afresh, its rows never kept."""
+    hooks = [torch.nn.modules.module._global_forward_hooks, torch.nn.modules.module._global_forward_pre_hooks]
+    changed = ["every module: a global forward hook"] if any(hooks) else []
+    for name, module in model.named_modules():
+        changed += [f"{name or 'model'}.{attr} replaced" for attr, value in vars(module).items()
+                    if callable(value) and hasattr(type(module), attr)]
+        changed += [f"{name or 'model'}: a forward hook"] * bool(module._forward_hooks or module._forward_pre_hooks)
+    return changed
+
+
 def score_key(model, tokens, protocol: str, stride: int | None, max_tokens: int | None) -> dict:
-    "Everything a perplexity depends on but its context length: the weights, the encoding's options, the tokens."
-    key = dict(weights=_weights_digest(model), pos_options=model.config.pos_options,
+    "Everything a perplexity depends on but its context length: the weights, the model's config, the tokens."
+    key = dict(weights=_weights_digest(model), config=asdict(model.config),
                tokens=_digest([np.asarray(tokens)]), protocol=protocol, stride=stride, max_tokens=max_tokens)
     return json.loads(json.dumps(key))  # as it reads back from the file
 
@@ -152,18 +165,20 @@ def run_perplexity(run: Run, context_lengths, protocol: str = "nonoverlapping", 
                    max_tokens: int | None = None, cached_only: bool = False) -> pd.DataFrame | None:
     """`perplexity_by_length` of `run` on its corpus's validation split, with `run_identity(run)` in its columns. Each
     length is scored once: the rows go to the run folder's `scores.jsonl` and later calls read them back. With
-    `cached_only`, None unless every length is there."""
+    `cached_only`, None unless every length is there. A model changed in place (`forward_changes`) is scored afresh
+    and its rows are not kept."""
     context_lengths = check_context_lengths(context_lengths)
-    tokens = validation_baseline(run.config)[0]
+    tokens, changed = validation_baseline(run.config)[0], forward_changes(run.model)
     key, path = score_key(run.model, tokens, protocol, stride, max_tokens), run.out_dir / SCORES_FILE
-    scores = _read_lines(path, key, "context_length")
+    scores = {} if changed else _read_lines(path, key, "context_length")
     missing = [n for n in dict.fromkeys(context_lengths) if n not in scores]
     if missing and cached_only:
         return None
     if missing:
         scored = perplexity_by_length(run.model, tokens, missing, protocol, stride, max_tokens)
         scores.update({n: scored[scored.context_length == n].to_dict("records") for n in missing})
-        _append(path, [_line(key, "context_length", n, scores[n]) for n in missing])
+        if not changed:
+            _append(path, [_line(key, "context_length", n, scores[n]) for n in missing])
     rows = [row for length in context_lengths for row in scores[length]]
     return pd.DataFrame(rows).assign(**run_identity(run))
 
@@ -184,15 +199,17 @@ PROBES_FILE = "probes.jsonl"  # in a run's folder: the position probes fitted so
 @delegates(probe_layers)
 def run_probes(run: Run, windows: ProbeWindows, trained: bool = True, **kwargs) -> pd.DataFrame:
     """`probe_run` of `run`, fitted once: its rows go to the run folder's `probes.jsonl`, and later calls with the same
-    windows and settings read them back."""
+    windows and settings read them back; a model changed in place (`forward_changes`) is fitted afresh, never kept."""
     training = {k: kwargs.pop(k) for k in list(kwargs) if k in ProbeTraining.__dataclass_fields__}
     settings = dict(seed=run.config.seed, layers=None, kinds=PROBE_KINDS, encoding=None) | kwargs
     model = run.model if trained else initial_model(run)
     key = dict(weights=_weights_digest(model), windows=_digest(w.numpy() for w in windows),
                training=asdict(ProbeTraining(**training)), **settings)
     key, path = json.loads(json.dumps(key)), run.out_dir / PROBES_FILE  # the key as it reads back from the file
-    rows = _read_lines(path, key, "trained", "probes").get(trained)
+    changed = forward_changes(model)
+    rows = None if changed else _read_lines(path, key, "trained", "probes").get(trained)
     if rows is None:
         rows = probe_run(run, windows, trained, **settings, **training).to_dict("records")
-        _append(path, [_line(key, "trained", trained, rows)])
+        if not changed:
+            _append(path, [_line(key, "trained", trained, rows)])
     return pd.DataFrame(rows)

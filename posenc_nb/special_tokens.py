@@ -13,7 +13,7 @@ from tokenizers import Tokenizer
 
 # %% auto #0
 __all__ = ['EOS', 'MASK', 'PAD', 'SPECIAL_TOKENS', 'EOS_ID', 'MASK_ID', 'PAD_ID', 'MIN_VOCAB_SIZE', 'DEFAULT_VOCAB_SIZE',
-           'SpecialIds', 'eos_id']
+           'SpecialIds', 'eos_id', 'start_token_problem']
 
 # %% ../nbs/02b_special_tokens.ipynb #f5ec9dca
 EOS, MASK, PAD = "<|endoftext|>", "<mask>", "<pad>"
@@ -40,13 +40,29 @@ class SpecialIds:
 
 # %% ../nbs/02b_special_tokens.ipynb #e05e1d02
 @lru_cache(maxsize=16)
-def eos_id(tokenizer_file: str) -> int:
-    """The id `EOS` has in the tokenizers JSON file `tokenizer_file`: its own, or the next free one, where reading
-    adds it."""
+def _read_ids(tokenizer_file: str) -> tuple[int, int]:
+    """The id `EOS` has in the tokenizers JSON file `tokenizer_file` (its own, or the next free one, where reading adds
+    it), and the entries the tokenizer has once reading adds the `SPECIAL_TOKENS` it lacks."""
     try:
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
     except Exception as error:  # the tokenizers library raises its own error types
         raise ValueError(f"cannot read the tokenizer file {tokenizer_file} ({error}): give a tokenizers JSON "
                          "file") from None
-    found = tokenizer.token_to_id(EOS)
-    return tokenizer.get_vocab_size() if found is None else found
+    found, size = tokenizer.token_to_id(EOS), tokenizer.get_vocab_size()
+    return size if found is None else found, size + sum(tokenizer.token_to_id(t) is None for t in SPECIAL_TOKENS)
+
+
+def eos_id(tokenizer_file: str) -> int:
+    """The id `EOS` has in the tokenizers JSON file `tokenizer_file`: its own, or the next free one, where reading adds
+    it."""
+    return _read_ids(str(tokenizer_file))[0]
+
+
+def start_token_problem(tokenizer_file: str, vocab_size: int) -> str | None:
+    """What is wrong with `vocab_size` for a model that puts `EOS` of `tokenizer_file` before every window: an id it
+    has no row for (a tokenizer without `EOS` gets it after its own entries); None when nothing is."""
+    eos, entries = _read_ids(str(tokenizer_file))
+    if eos >= vocab_size:
+        return (f"{vocab_size} has no row for the start token: tokenizer {tokenizer_file} gives {EOS} id {eos} (one "
+                f"it lacks is added after its entries); set vocab_size to at least {entries}, the entries it has with "
+                "the special tokens")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from .checkpoint import (Run, check_run_folder, check_same_config, load_run, read_meta, remove_unreferenced,
-                                  run_dir, save_checkpoint)
+from .checkpoint import (Run, check_parent, check_run_folder, check_same_config, load_run, nonfinite_weight,
+                                  parent_weights, read_meta, remove_unreferenced, run_dir, save_checkpoint)
 from .config import TRAIN_PRESETS, ConfigError, TrainConfig, load_config, parse_overrides
 from .learner import Learner, Processes, lr_at
 from .training_log import append_metrics, event_writer, truncate_metrics
@@ -87,15 +87,20 @@ class RunLog:
 
 # %% ../nbs/03e_train.ipynb #af547e77
 class TrainingDiverged(RuntimeError):
-    "The loss, or the gradient's norm, became NaN or infinite; the run stopped and its last checkpoint was kept."
+    """The loss, the gradient's norm or the weights became NaN or infinite; the run stopped and its last checkpoint (of
+    finite weights) was kept. `weight`: the first weight found non-finite, if any."""
 
-    def __init__(self, loss: float, step: int, saved_step: int | None, out_dir: Path, grad_norm: float = math.nan):
+    def __init__(self, loss: float, step: int, saved_step: int | None, out_dir: Path, grad_norm: float = math.nan,
+                 weight: str | None = None):
         kept = "no checkpoint had been written yet" if saved_step is None else \
             f"its last checkpoint (step {saved_step}) in {out_dir} was kept"
-        what = (f"the training loss is {loss}" if not math.isfinite(loss) else
-                f"the gradient norm is {grad_norm} (loss {loss:.4g})")
-        super().__init__(f"{what} in step {step + 1}; the run stopped and {kept}. Lower lr, or raise "
-                         "warmup_steps or grad_clip, then retrain with --force (train(..., force=True)).")
+        what = (f"the training loss is {loss} in step {step + 1}" if not math.isfinite(loss) else
+                f"the gradient norm is {grad_norm} (loss {loss:.4g}) in step {step + 1}" if not math.isfinite(grad_norm)
+                else f"the weights hold inf or NaN ({weight}) after the update of step {step + 1} (loss {loss:.4g})")
+        if weight and not math.isfinite(loss):
+            what += f", an earlier update having left inf or NaN in the weights ({weight})"
+        super().__init__(f"{what}; the run stopped and {kept}. Lower lr, or raise warmup_steps or grad_clip, then "
+                         "retrain with --force (train(..., force=True)).")
 
 # %% ../nbs/03e_train.ipynb #c1aecfa4
 class Trainer(Learner):
@@ -107,6 +112,8 @@ class Trainer(Learner):
         meta = None if force else read_meta(self.out_dir)
         if meta:
             check_same_config(meta, cfg, self.out_dir)
+            check_parent(meta, cfg, self.out_dir)
+        self.parent_sha256 = parent_weights(cfg) if cfg.parent else None  # what its checkpoints record
         super().__init__(cfg, procs, progress, self.out_dir, meta)
         start = meta or dict(step=0, tokens=0, finished=False)
         self.step, self.tokens, self.finished = start["step"], start["tokens"], start["finished"]
@@ -124,18 +131,22 @@ class Trainer(Learner):
                 started = time.perf_counter()
                 loss = self.train_step(self.step)
                 if not math.isfinite(self.grad_norm):  # NaN when the loss was not finite: no step was taken
-                    raise TrainingDiverged(loss, self.step, self.saved_step, self.out_dir, self.grad_norm)
+                    raise TrainingDiverged(loss, self.step, self.saved_step, self.out_dir, self.grad_norm,
+                                           nonfinite_weight(self.model))
                 self.step, self.tokens = self.step + 1, self.tokens + self.cfg.batch_size * self.cfg.seq_len
                 self.finished = self.step == self.cfg.max_steps
                 self.log.record(self, loss, time.perf_counter() - started)
                 if self.step % self.cfg.checkpoint_interval == 0 or self.finished:
+                    if weight := nonfinite_weight(self.model):  # an update that overflowed: never checkpointed
+                        raise TrainingDiverged(loss, self.step - 1, self.saved_step, self.out_dir, self.grad_norm,
+                                               weight)
                     self.save()
 
     def save(self):
         "Checkpoint this step: rank 0 writes it, every process remembers it."
         if self.procs.is_main:
             save_checkpoint(self.out_dir, self.model, self.optimizer, self.cfg, self.step, self.tokens, self.finished,
-                            self.inputs)
+                            self.inputs, self.parent_sha256)
         self.saved_step = self.step
 
     def close(self):
@@ -178,6 +189,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
         meta = None if force else read_meta(out_dir)
         if meta and meta["finished"]:
             check_same_config(meta, cfg, out_dir)
+            check_parent(meta, cfg, out_dir)
             say(f"{out_dir}: this config finished training ({meta['step']} steps); reusing it. "
                 "Pass --force (train(..., force=True)) to retrain.")
             return load_run(out_dir, device=cfg.device)

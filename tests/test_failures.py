@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -30,7 +31,8 @@ from papermill.iorw import LocalHandler
 
 import posenc_nb.train
 from posenc_nb import bench, evaluate, plan, reproduce, step_speed, tokens
-from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir
+from posenc_nb.claims import Claim, read_claims, read_findings, save_claims, write_claims_table
+from posenc_nb.checkpoint import CheckpointError, load_run, read_meta, run_dir, save_checkpoint
 from posenc_nb.config import ConfigError, TrainConfig, config_hash
 from posenc_nb.corpora import corpus_summary
 from posenc_nb.evaluate import perplexity_by_length
@@ -42,7 +44,7 @@ from posenc_nb.profiles import check_parameters
 from posenc_nb.scores import run_perplexity, run_probes
 from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
-from posenc_nb.train import Trainer, TrainingInterrupted, train
+from posenc_nb.train import Trainer, TrainingInterrupted, drope, train
 from posenc_nb.workers import usable_jobs
 from support import POSENC_TRAIN, TINY, partial_run, weights, write_config
 
@@ -992,6 +994,10 @@ def test_run_folder_arguments(tmp_path, monkeypatch):
         ("model_sizes", {"odd": {"d_model": 33}}, ["model_sizes", "33"]),  # not a multiple of the heads
         ("corpus", "no-such-corpus", ["no-such-corpus"]),
         ("eval_tokens", 0, ["eval_tokens"]),
+        # ignored before: the notebook sets each model's encoding itself
+        ("modern_settings", {"n_layer": 2, "pos_encoding": "alibi"}, ["sets pos_encoding", "leave it out"]),
+        # blamed before on a layer pattern and the model, neither given by the user
+        ("modern_settings", {"n_layer": 1}, ["n_layer=1", "give n_layer of at least 2 in modern_settings"]),
     ],
 )
 def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
@@ -1045,6 +1051,12 @@ def test_claims_of_a_notebook_the_run_does_not_know_are_named_and_left_out(tmp_p
             lambda claims: claims.rmdir() or claims.write_text("x"),
             ["claims is a file where the folder", "move it away"],
         ),
+        (
+            lambda claims: (claims / "01_claims.csv").write_text(
+                "notebook,claim,status,ours,paper,rule\n06_probe,a,reproduces,x,y,z\n"
+            ),
+            ["01_claims.csv holds claims of notebook 06_probe, though its name says they are notebook 01_claims's"],
+        ),
     ],
 )
 def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage, facts):
@@ -1057,7 +1069,7 @@ def test_a_damaged_claims_file_is_named_before_any_work(tmp_path, capsys, damage
     before = snapshot(out)
     code, err = command(reproduce.main, ["--profile", "smoke", "--out", out, "--experiments-dir", experiments], capsys)
     assert code == 1 and all(fact in err for fact in facts), err
-    if "lacks" in facts[0] or "CSV" in facts[0]:
+    if "lacks" in facts[0] or "CSV" in facts[0] or "holds claims" in facts[0]:
         assert "`posenc-reproduce --only 01_claims`" in err and "delete it" in err, err  # what writes it anew: no loop
     assert snapshot(out) == before and not (out / "notebooks").exists()  # refused before any notebook ran
 
@@ -1252,3 +1264,138 @@ def test_a_run_cut_short_keeps_the_times_it_measured(tmp_path, capsys, monkeypat
     code, err = command(reproduce.main, [*args, "--out", out, "--only", "02_second"], capsys)
     assert code == 0, err
     assert list(pd.read_csv(out / "reproduce_timings.csv").notebook) == ["01_first", "02_second"]
+
+
+# --- round five: a diverged run's checkpoint, a replaced parent, a part that names another notebook, a scale -------
+
+
+def test_an_update_that_overflows_the_weights_is_divergence_and_never_checkpointed(tmp_path, capsys):
+    """Before: the gradient guard passed step 1's finite gradient, its update overflowed bfloat16's weights to inf, the
+    checkpoint of step 1 held them, and the divergence at step 2 called it "kept"; load_run served it."""
+    out, config = tmp_path / "run", write_config(tmp_path / "overflow.yaml")
+    overflow = ["dtype=bfloat16", "lr=1e39", "min_lr=0", "warmup_steps=0", "checkpoint_interval=1"]
+    code, err = posenc_train(["--config", config, "--out", out, *overflow], capsys)
+    assert code == 1 and "the weights hold inf or NaN" in err and "after the update of step 1" in err, err
+    assert "no checkpoint had been written" in err and "Lower lr" in err, err
+    assert not out.exists()  # nothing of non-finite weights was kept
+
+
+def test_a_checkpoint_of_nonfinite_weights_is_refused_by_load_and_resume(tmp_path, capsys):
+    "Before: an older version's checkpoint of a diverged run loaded (perplexity NaN) and resumed into the same end."
+    out, cfg = tmp_path / "run", TrainConfig(**TINY)
+    model = TransformerLM(cfg.model_config())
+    with torch.no_grad():
+        model.blocks[0].attn.qkv.weight[0, 0] = float("nan")
+    out.mkdir()
+    save_checkpoint(out, model, torch.optim.AdamW(model.parameters()), cfg, step=3, tokens=768, finished=False)
+    before = snapshot(out)
+    with pytest.raises(CheckpointError, match=r"holds non-finite weights \(inf or NaN in blocks\.0\.attn\.qkv\.weight"):
+        load_run(out)
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out], capsys)
+    assert code == 1 and "non-finite weights" in err and "--force" in err and "lowering lr" in err, err
+    assert snapshot(out) == before
+
+
+def test_a_child_run_is_reused_only_while_its_parent_holds_the_weights_it_started_from(tmp_path, capsys):
+    """Before: a finished DroPE child was reused after its parent folder was replaced by another run (its meta.json
+    named the parent, with no checksum); a damaged parent was met with --force for the child; a start-token parent
+    was continued without the token in silence."""
+    parent_cfg = TrainConfig(**TINY, pos_encoding="rope")
+    parent = train(parent_cfg, tmp_path / "parent", progress=False)
+    child_cfg = drope(parent)
+    child = train(child_cfg, tmp_path / "child", progress=False)
+    assert read_meta(child.out_dir)["parent_sha256"] == read_meta(parent.out_dir)["sha256"]["model"]
+    with_token = replace(child_cfg, start_token=True)
+    with pytest.raises(ConfigError, match="start_token: True, but the parent run .* give start_token=False"):
+        train(with_token, tmp_path / "with-token", progress=False)
+    assert not (tmp_path / "with-token").exists()
+
+    train(replace(parent_cfg, seed=1), parent.out_dir, force=True, progress=False)  # the parent replaced
+    before = snapshot(child.out_dir)
+    with pytest.raises(CheckpointError, match="no longer holds the weights the run in .* --force") as error:
+        train(child_cfg, child.out_dir, progress=False)
+    assert str(parent.out_dir) in str(error.value) and snapshot(child.out_dir) == before, error.value
+    meta = read_meta(child.out_dir)
+    del meta["parent_sha256"]  # a child written before children recorded their parent
+    (child.out_dir / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="records no checksum of the weights of its parent run"):
+        train(child_cfg, child.out_dir, progress=False)
+
+    flip_middle(parent.out_dir / read_meta(parent.out_dir)["files"]["model"])  # a damaged parent: repair the parent
+    with pytest.raises(CheckpointError, match="the parent run .* cannot be used: .*retrain the parent") as error:
+        train(child_cfg, tmp_path / "second-child", progress=False)
+    assert "--force on this run would not repair its parent" in str(error.value), error.value
+    assert not (tmp_path / "second-child").exists()
+
+
+@pytest.mark.parametrize("first", ["posenc_nb.encodings", "posenc_nb.config", "posenc_nb.later_encodings"])
+def test_the_encodings_registry_is_whole_whatever_is_imported_first(first):
+    """Before: `from posenc_nb.encodings import get_encoding; get_encoding("kerple", ...)` said kerple must be one of
+    the paper's five, and a loop over ENCODINGS covered five (the later ones registered only with their module)."""
+    script = (
+        f"import json, {first}; from posenc_nb.encodings import ENCODINGS, get_encoding; "
+        "get_encoding('kerple', 32, 2, 64); print(json.dumps(list(ENCODINGS)))"
+    )
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert json.loads(found) == ["nopos", "learned", "sinusoidal", "rope", "alibi", "t5", "kerple", "fire", "xpos"]
+
+
+def test_the_claims_table_and_findings_files_name_what_is_wrong_with_them(tmp_path):
+    """Before: a binary claims.csv ended in a bare UnicodeDecodeError, a folder in place of a findings CSV in
+    IsADirectoryError, a findings file of another notebook was quoted under this one, and a claims.csv missing beside
+    the notebooks' files of claims read as "no notebook has saved its claims yet"."""
+    figures = tmp_path / "figs"
+    save_claims([Claim("a", "reproduces", "ours", "theirs", "rule")], figures, "01_claims")
+    with pytest.raises(ValueError, match=r"claims\.csv is missing, but .*holds the claims of 01_claims: `write_claims"):
+        read_claims(figures)
+    write_claims_table(figures)
+    (figures / "claims.csv").write_bytes(b"\xff\xfe\x00\x01")
+    with pytest.raises(
+        ValueError, match=r"claims\.csv is not a CSV file of claims \(UnicodeDecodeError.*writes it anew"
+    ):
+        read_claims(figures)
+    (figures / "findings" / "06_probe.csv").mkdir(parents=True)
+    with pytest.raises(RuntimeError, match="06_probe.csv is a folder where notebook 06_probe's findings file belongs"):
+        read_findings(figures, "06_probe")
+    (figures / "findings" / "11_length.csv").write_text("notebook,subject,finding\n06_probe,a model,a finding\n")
+    with pytest.raises(RuntimeError, match="holds findings of notebook 06_probe, though its name says .* 11_length's"):
+        read_findings(figures, "11_length")
+
+
+def test_a_scaled_score_is_never_served_for_an_unscaled_call(tmp_path):
+    """Before: run_perplexity inside scaled_attention(model, 4.0) kept the scaled perplexity under the plain key, and a
+    later plain call served it."""
+    run = train(TrainConfig(**TINY), tmp_path / "run", progress=False)
+    plain = run_perplexity(run, [16], max_tokens=256).perplexity[0]
+    with evaluate.scaled_attention(run.model, 4.0):
+        scaled = run_perplexity(run, [16], max_tokens=256).perplexity[0]
+    assert scaled != plain and run_perplexity(run, [16], max_tokens=256).perplexity[0] == plain
+    kept = [json.loads(line) for line in (run.out_dir / "scores.jsonl").read_text().splitlines()]
+    assert [line["rows"][0]["perplexity"] for line in kept] == [plain]  # only the plain model's score was kept
+
+
+def word_tokenizer(path: Path, words: int) -> Path:
+    "A tokenizers JSON file of `words` words and an unknown token, without any of the special tokens."
+    from tokenizers import Tokenizer, models
+
+    vocab = {f"w{i}": i for i in range(words)} | {"[UNK]": words}
+    Tokenizer(models.WordLevel(vocab, unk_token="[UNK]")).save(str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    "overrides, facts, not_said",
+    [
+        (["pos_options={floor_scale: .inf}"], ["floor_scale", "finite", "got 0.0 and inf"], "Infinity"),
+        (["pos_encoding=rope", "nopos_layers=every-2"], ["n_layer=1", "give n_layer of at least 2"], "'every-1'"),
+        (["tokenizer={words}", "vocab_size=301", "start_token=true"], ["vocab_size: 301", "at least 304"], "model:"),
+    ],
+)
+def test_config_values_that_cannot_work_say_what_to_give(tmp_path, capsys, overrides, facts, not_said):
+    """Before: floor_scale=inf went into meta.json as bare Infinity; a one-layer hybrid was offered every-1, itself
+    refused; a tokenizer without an end-of-text token under start_token was told its id is out of range."""
+    words, out = word_tokenizer(tmp_path / "words.json", 300), tmp_path / "run"
+    args = [o.replace("{words}", str(words)) for o in overrides]
+    code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, *args], capsys)
+    assert code == 2 and all(fact in err for fact in facts) and not_said not in err, err
+    assert not out.exists()
