@@ -166,7 +166,9 @@ def whole_bias(bias: AttentionBias | None, T: int) -> torch.Tensor | None:
 class _ExplicitAttention(torch.autograd.Function):
     """softmax(q k^T / sqrt(d) + bias + mask) v and the probabilities: products in q, k and v's dtype, scores and
     softmax in float32; `keep` is dropout's mask, scaled (or None). Each `(B, n_head, T, T)` tensor is passed over as
-    few times as it can be: the scale, bias and mask in one addition, softmax's backward in one kernel."""
+    few times as it can be: the scale, bias and mask in one addition, a cast of the probabilities to the products'
+    dtype kept for the backward, which runs in that dtype (softmax's backward in one kernel, accumulating in float32):
+    the products would round its inputs to it anyway."""
 
     @staticmethod
     def forward(ctx, q, k, v, bias, keep, causal: bool):
@@ -177,23 +179,24 @@ class _ExplicitAttention(torch.autograd.Function):
         products = q @ k.transpose(-2, -1)
         scores = products.float().mul_(scale) if bias is None else torch.add(bias, products, alpha=scale)
         probs = scores.softmax(dim=-1)
-        ctx.save_for_backward(q, k, v, probs, keep)
-        ctx.bias_shape = bias.shape if ctx.needs_input_grad[3] else None
+        kept = probs.to(v.dtype)
+        ctx.save_for_backward(q, k, v, kept, keep)
+        ctx.bias_dtype, ctx.bias_shape = (bias.dtype, bias.shape) if ctx.needs_input_grad[3] else (None, None)
         ctx.mark_non_differentiable(probs)
-        return (probs if keep is None else probs * keep).to(v.dtype) @ v, probs
+        return (kept if keep is None else (probs * keep).to(v.dtype)) @ v, probs
 
     @staticmethod
     def backward(ctx, grad_out, _):
-        q, k, v, probs, keep = ctx.saved_tensors
+        q, k, v, kept, keep = ctx.saved_tensors
         grad_out, scale = grad_out.to(v.dtype), q.shape[-1] ** -0.5
-        grad_probs = (grad_out @ v.transpose(-2, -1)).float()
+        grad_probs = grad_out @ v.transpose(-2, -1)
         if keep is not None:
             grad_probs *= keep
-        grad_scores = torch._softmax_backward_data(grad_probs, probs, -1, probs.dtype)
-        grad_bias = None if ctx.bias_shape is None else grad_scores.sum_to_size(ctx.bias_shape)
-        grad_products = grad_scores.to(q.dtype)  # the scale on q's and k's gradients: a quarter of the scores' size
-        attended = (probs if keep is None else probs * keep).to(v.dtype)
-        return ((grad_products @ k).mul_(scale), (grad_products.transpose(-2, -1) @ q).mul_(scale),
+        grad_scores = torch._softmax_backward_data(grad_probs, kept, -1, kept.dtype)
+        grad_bias = None if ctx.bias_shape is None else grad_scores.sum_to_size(ctx.bias_shape).to(ctx.bias_dtype)
+        attended = kept if keep is None else (kept * keep).to(v.dtype)
+        # the scale on q's and k's gradients: a quarter of the scores' size
+        return ((grad_scores @ k).mul_(scale), (grad_scores.transpose(-2, -1) @ q).mul_(scale),
                 attended.transpose(-2, -1) @ grad_out, grad_bias, None, None)
 
 
