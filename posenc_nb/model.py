@@ -21,10 +21,10 @@ import posenc_nb.later_encodings  # noqa: F401 - registers the encodings after t
 from .validation import check_value, choice_problem, fraction_problem, positive_int_problem
 
 # %% auto #0
-__all__ = ['PRESETS', 'MODEL_VERSION', 'AUTOCAST_DTYPES', 'ModelConfig', 'AttentionBias', 'attention_bias', 'fused_attention',
-           'explicit_attention', 'attention_dtype', 'SelfAttention', 'MLP', 'Block', 'LMOutput', 'model_inputs',
-           'layer_encodings', 'TransformerLM', 'position_token_ratio', 'check_token_ids', 'encoding_options',
-           'model_device', 'frozen']
+__all__ = ['PRESETS', 'FORMED_SCORES_LIMIT', 'MODEL_VERSION', 'AUTOCAST_DTYPES', 'ModelConfig', 'AttentionBias', 'attention_bias',
+           'fused_attention', 'whole_bias', 'explicit_attention', 'attention_dtype', 'forms_scores', 'SelfAttention',
+           'MLP', 'Block', 'LMOutput', 'model_inputs', 'layer_encodings', 'TransformerLM', 'position_token_ratio',
+           'check_token_ids', 'encoding_options', 'model_device', 'frozen']
 
 # %% ../nbs/01b_model.ipynb #926d5fe0
 @dataclass
@@ -155,27 +155,81 @@ def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p
     return output
 
 
-def explicit_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0):
-    "Attention with the probabilities formed: returns (output, probabilities `(B, n_head, T, T)`)."
-    T = q.shape[-2]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
-    if bias is not None:
-        whole = bias.block(0, T, slice(None))
-        scores = scores + (whole.flip(-2) if bias.reversed_queries else whole)  # queries in order
-    if causal:
-        scores = scores.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
-    probs = scores.softmax(dim=-1, dtype=torch.float32)  # in float32 whatever the scores' dtype
-    return F.dropout(probs, dropout_p).to(v.dtype) @ v, probs
+def whole_bias(bias: AttentionBias | None, T: int) -> torch.Tensor | None:
+    "`bias` (of `attention_bias`, at `T` tokens) as one `(1, n_head, T, T)` matrix, queries in order; None if None."
+    if bias is None:
+        return None
+    whole = bias.block(0, T, slice(None))
+    return whole.flip(-2) if bias.reversed_queries else whole
+
+
+class _ExplicitAttention(torch.autograd.Function):
+    """softmax(q k^T / sqrt(d) + bias + mask) v and the probabilities: products in q, k and v's dtype, scores and
+    softmax in float32; `keep` is dropout's mask, scaled (or None). Each `(B, n_head, T, T)` tensor is passed over as
+    few times as it can be: the scale, bias and mask in one addition, a cast of the probabilities to the products'
+    dtype kept for the backward, which runs in that dtype (softmax's backward in one kernel, accumulating in float32):
+    the products would round its inputs to it anyway."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bias, keep, causal: bool):
+        T, scale = q.shape[-2], q.shape[-1] ** -0.5
+        if causal:  # the mask on the bias, of one sequence: a fraction of the scores' size
+            later = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+            bias = (torch.zeros(T, T, device=q.device) if bias is None else bias).masked_fill(later, float("-inf"))
+        products = q @ k.transpose(-2, -1)
+        scores = products.float().mul_(scale) if bias is None else torch.add(bias, products, alpha=scale)
+        probs = scores.softmax(dim=-1)
+        kept = probs.to(v.dtype)
+        ctx.save_for_backward(q, k, v, kept, keep)
+        ctx.bias_dtype, ctx.bias_shape = (bias.dtype, bias.shape) if ctx.needs_input_grad[3] else (None, None)
+        ctx.mark_non_differentiable(probs)
+        return (kept if keep is None else (probs * keep).to(v.dtype)) @ v, probs
+
+    @staticmethod
+    def backward(ctx, grad_out, _):
+        q, k, v, kept, keep = ctx.saved_tensors
+        grad_out, scale = grad_out.to(v.dtype), q.shape[-1] ** -0.5
+        grad_probs = grad_out @ v.transpose(-2, -1)
+        if keep is not None:
+            grad_probs *= keep
+        grad_scores = torch._softmax_backward_data(grad_probs, kept, -1, kept.dtype)
+        grad_bias = None if ctx.bias_shape is None else grad_scores.sum_to_size(ctx.bias_shape).to(ctx.bias_dtype)
+        attended = kept if keep is None else (kept * keep).to(v.dtype)
+        # the scale on q's and k's gradients: a quarter of the scores' size
+        return ((grad_scores @ k).mul_(scale), (grad_scores.transpose(-2, -1) @ q).mul_(scale),
+                attended.transpose(-2, -1) @ grad_out, grad_bias, None, None)
+
+
+def explicit_attention(q, k, v, bias: torch.Tensor | None, causal: bool, dropout_p: float = 0.0):
+    """Attention with the probabilities formed: returns (output, probabilities `(B, n_head, T, T)` in float32, without
+    a gradient). `bias`: `whole_bias`'s matrix; products in autocast's dtype when it is on."""
+    device = q.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else q.dtype
+    keep = F.dropout(q.new_ones(*q.shape[:-1], k.shape[-2], dtype=torch.float32), dropout_p) if dropout_p else None
+    with torch.autocast(device, enabled=False):
+        return _ExplicitAttention.apply(q.to(dtype), k.to(dtype), v.to(dtype), bias, keep, causal)
 
 # %% ../nbs/01b_model.ipynb #c1073353
 def attention_dtype(x: torch.Tensor) -> torch.dtype:
-    """The dtype attention runs in, for a block's input `x`: `x`'s, or autocast's when it is on - except on the CPU,
-    where attention stays in float32 under autocast: there PyTorch's flash-attention kernel took longer in bfloat16
-    than in float32 (2.7x: forward and backward, 16 sequences x 4 heads x 128 positions x 32 dimensions, one thread)."""
+    """The dtype the fused path runs in, for a block's input `x`: `x`'s, or autocast's when it is on - except on the
+    CPU, where it stays in float32 under autocast: there PyTorch's flash-attention kernel took longer in bfloat16 than
+    in float32 (2.7x: forward and backward, 16 sequences x 4 heads x 128 positions x 32 dimensions, one thread)."""
     device = x.device.type
     if not torch.is_autocast_enabled(device):
         return x.dtype
     return torch.float32 if device == "cpu" else torch.get_autocast_dtype(device)
+
+
+# entries of the `(B, n_head, T, T)` scores up to which a CPU step under autocast forms them: 64 MiB in float32
+FORMED_SCORES_LIMIT = 2**24
+
+
+def forms_scores(x: torch.Tensor, n_head: int) -> bool:
+    """Whether attention on a block's input `x` `(B, T, d_model)` takes the explicit path though no probabilities are
+    asked for: under the CPU's autocast, up to `FORMED_SCORES_LIMIT` scores. There its bfloat16 products beat the
+    float32 flash kernel (1.3-1.7x, forward and backward, 16 x 4 heads x 128 positions x 32 dimensions, one thread)."""
+    B, T = x.shape[:2]
+    return x.device.type == "cpu" and torch.is_autocast_enabled("cpu") and B * n_head * T * T <= FORMED_SCORES_LIMIT
 
 # %% ../nbs/01b_model.ipynb #97476be4
 class SelfAttention(nn.Module):
@@ -189,16 +243,18 @@ class SelfAttention(nn.Module):
         self.resid_drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x, pos: PositionalEncoding, bias, output_attentions: bool = False):
+        """`bias`: `whole_bias`'s matrix when the explicit path runs (`output_attentions` or `forms_scores`), else
+        `attention_bias`'s."""
         q, k, v = (rearrange(t, "b t (h d) -> b h t d", h=self.n_head) for t in self.qkv(x).chunk(3, dim=-1))
         q, k = pos.rotate(q, k)
-        dtype, dropout_p = attention_dtype(x), self.dropout if self.training else 0.0
-        with torch.autocast(x.device.type, enabled=False):  # in `dtype`, the bias's, whatever autocast would pick
-            q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
-            if output_attentions:
-                y, probs = explicit_attention(q, k, v, bias, self.causal, dropout_p)
-            else:
-                y, probs = fused_attention(q, k, v, bias, self.causal, dropout_p), None
-        return self.resid_drop(self.proj(rearrange(y, "b h t d -> b t (h d)"))), probs
+        dropout_p = self.dropout if self.training else 0.0
+        if output_attentions or forms_scores(x, self.n_head):
+            y, probs = explicit_attention(q, k, v, bias, self.causal, dropout_p)
+        else:
+            dtype = attention_dtype(x)
+            with torch.autocast(x.device.type, enabled=False):  # in `dtype`, the bias's, whatever autocast would pick
+                y, probs = fused_attention(q.to(dtype), k.to(dtype), v.to(dtype), bias, self.causal, dropout_p), None
+        return self.resid_drop(self.proj(rearrange(y, "b h t d -> b t (h d)"))), probs if output_attentions else None
 
 # %% ../nbs/01b_model.ipynb #a65480d6
 class MLP(nn.Module):
@@ -311,7 +367,11 @@ class TransformerLM(nn.Module):
             check_token_ids(idx, self.config.vocab_size)
             raise
         x = self.drop(self.pos.embed(embedded * self.embed_scale))
-        bias = attention_bias(self.pos, idx.shape[1], self.config.causal, attention_dtype(x), x.device)
+        T, causal = idx.shape[1], self.config.causal
+        if output_attentions or forms_scores(x, self.config.n_head):  # the explicit path: one float32 matrix
+            bias = whole_bias(attention_bias(self.pos, T, causal, torch.float32, x.device), T)
+        else:
+            bias = attention_bias(self.pos, T, causal, attention_dtype(x), x.device)
         hidden_states, attentions = [x], []
         for block, pos in zip(self.blocks, layer_encodings(self)):
             x, probs = block(x, pos, bias if pos is self.pos else None, output_attentions)

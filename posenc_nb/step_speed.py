@@ -142,7 +142,8 @@ def _step_part(event) -> str | None:
         return "data"
     if "update" in scopes:
         return "optimizer"
-    if "scaled_dot_product" in event.name:
+    # the fused kernel, or the explicit path's forward and backward (`model._ExplicitAttention`)
+    if "scaled_dot_product" in event.name or any(scope.startswith("_ExplicitAttention") for scope in scopes):
         return "attention"
     if event.name in _MATMULS:
         return "matmuls"

@@ -181,3 +181,27 @@ def test_bad_inputs_raise_value_errors_that_name_the_values():
     with pytest.raises(ValueError) as error:
         check_token_ids(torch.tensor([[-1, 3]]), SMALL.vocab_size)
     assert "vocab_size=97" in str(error.value) and "-1 to 3" in str(error.value)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_explicit_path_backward_with_dropout_matches_autograd(bias):
+    """The explicit path's written-out backward, dropout's mask included, gives autograd's gradients through the same
+    formula, in float32 (the same seed draws the same mask)."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 10, 8, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    table = torch.randn(1, 3, 10, 10, dtype=torch.float64, requires_grad=True) if bias else None
+    later = torch.ones(10, 10, dtype=torch.bool).triu(1)
+
+    def by_autograd():
+        scores = q @ k.transpose(-2, -1) / 8**0.5 + (0 if table is None else table)
+        probs = scores.masked_fill(later, float("-inf")).softmax(-1)
+        return F.dropout(torch.ones_like(probs), 0.3) * probs @ v
+
+    grads = []
+    for attend in (lambda: posenc_nb.model.explicit_attention(q, k, v, table, True, 0.3)[0], by_autograd):
+        torch.manual_seed(1)
+        out = attend()
+        inputs = [q, k, v] + ([table] if bias else [])
+        grads.append(torch.autograd.grad((out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum(), inputs))
+    for ours, reference in zip(*grads):
+        torch.testing.assert_close(ours, reference)
