@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .seeds import paired_halfwidth, seed_gap, spread_verdict
+from .seeds import LEVEL, seed_gap, side
 from .files import atomic_write
 
 # %% auto #0
 __all__ = ['STATUSES', 'ORDER_USE', 'PROBE_SANITY', 'INVARIANT', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'FINDINGS_DIR',
-           'FINDING_COLUMNS', 'Claim', 'status_of', 'Check', 'positive_arm_check', 'gate', 'nopos_context_check',
-           'positions_check', 'degrades_check', 'order_use_check', 'invariance_check', 'earns_more_seeds',
-           'save_claims', 'gather_claims', 'write_claims_table', 'read_claims', 'Finding', 'Findings', 'read_findings']
+           'FINDING_COLUMNS', 'Claim', 'Check', 'positive_arm_check', 'gate', 'context_check', 'positions_check',
+           'degrades_check', 'order_use_check', 'invariance_check', 'earns_more_seeds', 'save_claims', 'gather_claims',
+           'write_claims_table', 'read_claims', 'Finding', 'Findings', 'read_findings']
 
 # %% ../nbs/05b_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -26,13 +26,14 @@ STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not establ
 
 @dataclass(frozen=True)
 class Claim:
-    """A paper `claim` as tested here: its `status` (one of `STATUSES`), `ours` and `paper` (the numbers, in words),
-    the `rule`."""
+    """A paper `claim` as tested here: its `status` (one of `STATUSES`), `ours` (one number with its spread and unit),
+    `paper` (the paper's, on our scale), the `rule` and the `details` (everything else measured, in words)."""
     claim: str
     status: str
     ours: str
     paper: str
     rule: str
+    details: str
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -41,18 +42,14 @@ class Claim:
             raise ValueError(f"claim {self.claim!r}: {empty} must say something (the numbers, or why there are none)")
 
     def __str__(self) -> str:
-        return f"Paper claim: {self.claim} -> {self.status}. Here: {self.ours}. Paper: {self.paper}. Rule: {self.rule}."
+        return (f"Paper claim: {self.claim} -> {self.status}. Here: {self.ours}; {self.details}. Paper: {self.paper}. "
+                f"Rule: {self.rule}.")
 
     def untested(self, reason: str) -> Claim:
         "This claim as not tested, because of `reason`; the numbers measured stay, for the record."
         if self.status == "not tested":  # already: the first reason stays, the new one before it
-            return replace(self, ours=f"{reason}; {self.ours}")
-        return replace(self, status="not tested", ours=f"{reason} (measured all the same: {self.ours})")
-
-
-def status_of(holds: bool, partly: bool) -> str:
-    "The status a rule gives when its measurement can decide: it `holds` in full, only `partly`, or neither."
-    return STATUSES[0] if holds else STATUSES[1] if partly else STATUSES[2]
+            return replace(self, details=f"{reason}; {self.details}")
+        return replace(self, status="not tested", details=f"{reason} (measured all the same: {self.details})")
 
 # %% ../nbs/05b_claims.ipynb #a61d29f5
 ORDER_USE = 0.1  # nats a byte that scrambling positions must cost a model said to use order (10% in perplexity)
@@ -61,19 +58,30 @@ PROBE_SANITY = 0.25  # a last-layer probe holding position places a token within
 
 @dataclass(frozen=True)
 class Check:
-    "A control every claim rests on: its `name`, whether it `passed`, and the `evidence` (numbers and bars, in words)."
+    """A control a claim rests on: its `name`, whether it `passed`, the `evidence` (numbers and bars, in words) and its
+    `reference`, the same check on the model that must pass it for this one to gate (None: it gates on its own)."""
     name: str
     passed: bool
     evidence: str
+    reference: Check | None = None
+
+    @property
+    def gates(self) -> bool:
+        "Whether a failure gates claims: there is no reference, or the reference passes in the same run."
+        return self.reference is None or self.reference.passed
 
     @property
     def outcome(self) -> str:
-        return f"{'passes' if self.passed else 'FAILS'} ({self.evidence})"
+        said = f"{'passes' if self.passed else 'FAILS'} ({self.evidence})"
+        if (ref := self.reference) is None:
+            return said
+        return (f"{said}; its reference, {ref.name}, {'passes' if ref.passed else 'fails'} ({ref.evidence}), so it "
+                + ("gates the claims" if self.gates else "gates nothing: it shows what this scale allows"))
 
     def __str__(self) -> str:
         return f"{self.name}: {self.outcome}."
 
-
+# %% ../nbs/05b_claims.ipynb #a61d29f6
 def positive_arm_check(permutation_costs, probe_mad: float, middle_mad: float) -> Check:
     """The positive arm: the learned model's loss rises by at least `ORDER_USE` nats a byte under every permutation of
     its position table (`permutation_costs`), and its last-layer probe error is within `PROBE_SANITY` of the middle
@@ -91,25 +99,27 @@ def positive_arm_check(permutation_costs, probe_mad: float, middle_mad: float) -
 
 
 def gate(claims: list[Claim], *checks: Check) -> list[Claim]:
-    "`claims` as they are when every one of `checks` passed; each one *not tested*, naming the first check that failed."
-    failed = [check for check in checks if not check.passed]
-    return [c.untested(f"not tested: {failed[0].name} fails") for c in claims] if failed else list(claims)
+    """`claims` as they are unless a check that `gates` failed; then each one *not tested*, naming the first such
+    check. A failed check that does not gate is stated in each claim's details: what this scale shows."""
+    failed = [check for check in checks if check.gates and not check.passed]
+    shown = "".join(f"; {check}".removesuffix(".") for check in checks if not check.gates and not check.passed)
+    claims = [replace(c, details=c.details + shown) for c in claims]
+    return [c.untested(f"not tested: {failed[0].name} fails") for c in claims] if failed else claims
 
 # %% ../nbs/05b_claims.ipynb #3c0a9e12
-def nopos_context_check(gains, short: int, long: int) -> Check:
-    """NoPos's own positive arm: `gains` (a value per seed) is its loss with `short` bytes of context minus its loss
-    with `long` (its training context) on the same targets; it passes when the mean gain is above zero beyond the
-    seed spread."""
+def context_check(gains, short: int, long: int, model: str = "NoPos", reference: Check | None = None) -> Check:
+    """`model`'s context use: `gains` (a value per seed) is its loss with `short` bytes of context minus its loss with
+    `long` (its training context) on the same targets; it passes when the gain is above zero beyond the seed spread.
+    `reference`: the same check on the model that must pass it for this one to gate."""
     gains = np.asarray(gains, dtype=float)
     if gains.size == 0:
-        raise ValueError("nopos_context_check needs NoPos's context gain of at least one seed")
-    spread = paired_halfwidth(gains)  # each seed's model scored twice, on the same targets
-    evidence = (f"what {long} bytes of context gain NoPos over {short} on the same targets (its loss with {short} "
-                f"minus with {long}), over {gains.size} seed(s): {gains.mean():+.3f} nats a byte "
-                f"({', '.join(f'{g:+.3f}' for g in gains)}), {spread_verdict(gains.mean(), spread)}; it must be above "
-                "zero beyond it")
-    return Check(f"NoPos's positive arm (it predicts better from {long} bytes than from {short})",
-                 bool(gains.mean() > 0 and gains.mean() > spread), evidence)
+        raise ValueError(f"context_check needs {model}'s context gain of at least one seed")
+    gain = seed_gap(gains, np.zeros_like(gains))  # each seed's model scored twice, on the same targets
+    evidence = (f"{model}'s loss with {short} bytes minus with {long}, on the same targets, over {gains.size} seed(s): "
+                f"{gains.mean():+.3f} ± {gain['spread']:.3f} nats a byte ({LEVEL:.0%} t interval; "
+                f"{', '.join(f'{g:+.3f}' for g in gains)}); it must be above zero beyond it")
+    return Check(f"{model}'s context use (it predicts better from {long} bytes than from {short})", side(gain) == 1,
+                 evidence, reference)
 
 # %% ../nbs/05b_claims.ipynb #e42i0002
 def positions_check(rope_loss, nopos_loss, length: int) -> Check:
@@ -119,20 +129,20 @@ def positions_check(rope_loss, nopos_loss, length: int) -> Check:
     evidence = (f"NoPos's loss at {length} minus RoPE's: {gap['gap']:+.3f} nats a byte over {len(rope_loss)} and "
                 f"{len(nopos_loss)} seed(s), {gap['verdict']}; it must be above zero beyond it")
     return Check("the positive arm of the modern-positions claims (RoPE beats NoPos at its training length)",
-                 bool(gap["real"] and gap["gap"] > 0), evidence)
+                 side(gap) == 1, evidence)
 
 
 def degrades_check(ratios, longest: int, length: int) -> Check:
-    """RoPE's perplexity at `longest` over that at its training `length`, a value per seed: above 1 beyond the seed
-    spread passes."""
-    excess = np.asarray(ratios, dtype=float) - 1
-    if excess.size == 0:
+    """RoPE's perplexity at `longest` over that at its training `length`, a value per seed: its log above zero beyond
+    the seed spread passes."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    if logs.size == 0:
         raise ValueError("degrades_check needs RoPE's ratio of at least one seed")
-    spread = paired_halfwidth(excess)
-    evidence = (f"RoPE's perplexity at {longest} over at {length}, over {excess.size} seed(s): {excess.mean() + 1:.2f} "
-                f"({', '.join(f'{r + 1:.2f}' for r in excess)}), {spread_verdict(excess.mean(), spread)} of 1")
+    rise = seed_gap(logs, np.zeros_like(logs))
+    evidence = (f"RoPE's perplexity at {longest} over at {length}, over {logs.size} seed(s): "
+                f"{', '.join(f'{r:.2f}x' for r in np.exp(logs))}, log {rise['gap']:+.2f} ({rise['verdict']})")
     return Check(f"the positive arm of the claims about length (RoPE degrades past its training length, at {longest})",
-                 bool(excess.mean() > 0 and excess.mean() > spread), evidence)
+                 side(rise) == 1, evidence)
 
 # %% ../nbs/05b_claims.ipynb #f4a00002
 INVARIANT = 1e-3  # nats a byte: the most rounding (bf16 autocast: about 1e-5) may move a model that cannot see order
@@ -144,11 +154,11 @@ def order_use_check(arm: str, test: str, intact, changed) -> Check:
     beyond the spread."""
     intact, changed = np.asarray(intact, dtype=float), np.asarray(changed, dtype=float)
     # each model against itself
-    costs, gap = np.log(changed / intact), seed_gap(np.log(changed), np.log(intact), paired=True)
+    costs, gap = np.log(changed / intact), seed_gap(np.log(changed), np.log(intact))
     spread = f" ± {costs.std(ddof=1):.4f}" if costs.size > 1 else ""
     evidence = (f"{test}: {gap['gap']:+.4f}{spread} nats a byte over {costs.size} seed(s) ({gap['verdict']}), bar "
                 f"{ORDER_USE}")
-    return Check(f"{arm} masked LM, order use", bool(gap["real"] and gap["gap"] >= ORDER_USE), evidence)
+    return Check(f"{arm} masked LM, order use", side(gap) == 1 and bool(gap["gap"] >= ORDER_USE), evidence)
 
 
 def invariance_check(costs) -> Check:

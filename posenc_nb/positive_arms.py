@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .checkpoint import Run
-from .claims import Check, nopos_context_check, positive_arm_check
+from .claims import Check, context_check, positive_arm_check
 from .evaluate import context_use, perplexity_by_length
 from .grids import core_grid
 from .order import permuted_positions
@@ -24,8 +24,8 @@ from .files import atomic_write
 from .validation import positive_int
 
 # %% auto #0
-__all__ = ['POSITIVE_ARM_FILE', 'last_layer_probe', 'measure_positive_arm', 'positive_arm', 'kept_probe', 'core_positive_arm',
-           'nopos_context_gain', 'nopos_check', 'core_nopos_check']
+__all__ = ['POSITIVE_ARM_FILE', 'CONTEXT_STRIDE', 'last_layer_probe', 'measure_positive_arm', 'positive_arm', 'kept_probe',
+           'core_positive_arm', 'context_gain', 'nopos_check', 'core_nopos_check']
 
 # %% ../nbs/05e_positive_arms.ipynb #b7d1c0c1
 def last_layer_probe(run: Run, probe_sequences: int = 2048, probe_epochs: int = 1) -> dict:
@@ -127,7 +127,10 @@ def core_positive_arm(train_settings: dict, corpus: str, seed: int, jobs: int = 
     return positive_arm_check(arm["permutation_costs"], arm["probe_mad"], arm["middle_mad"])
 
 # %% ../nbs/05e_positive_arms.ipynb #c07e5a02
-def nopos_context_gain(run: Run, max_tokens: int | None = 16_384, stride: int = 16) -> dict:
+CONTEXT_STRIDE = 4  # the context-use protocol's stride: half its shortest context, 8 bytes (01_extrapolation)
+
+
+def context_gain(run: Run, max_tokens: int | None = 16_384, stride: int = CONTEXT_STRIDE) -> dict:
     """`run`'s loss with a quarter of its training context minus its loss with all of it (`gain_nats`), on the same
     targets of the first `max_tokens` validation bytes, `stride` apart; made once and kept in its folder (`_kept`)."""
     short = max(1, run.config.seq_len // 4)
@@ -138,15 +141,22 @@ def nopos_context_gain(run: Run, max_tokens: int | None = 16_384, stride: int = 
     return _kept(run, settings, measure)
 
 
-def nopos_check(runs, max_tokens: int | None = 16_384, stride: int = 16) -> Check:
-    "NoPos's own positive arm (`claims.nopos_context_check`) on `runs`, NoPos runs of one recipe, a seed each."
-    gains = [nopos_context_gain(run, max_tokens, stride) for run in runs]
-    if not gains:
-        raise ValueError("nopos_check needs at least one NoPos run: train NoPos in the core encodings")
-    return nopos_context_check([g["gain_nats"] for g in gains], int(gains[0]["short_length"]),
-                               int(gains[0]["long_length"]))
+def nopos_check(nopos_runs, learned_runs, max_tokens: int | None = 16_384, stride: int = CONTEXT_STRIDE) -> Check:
+    """NoPos's context use (`claims.context_check`) on `nopos_runs`, a seed each, with the learned model's on
+    `learned_runs` (the same recipe and seeds, the same protocol) as its reference."""
+    gains = {name: [context_gain(run, max_tokens, stride) for run in runs]
+             for name, runs in (("NoPos", nopos_runs), ("the learned model", learned_runs))}
+    if not all(gains.values()):
+        raise ValueError("nopos_check needs a NoPos and a learned-position run of each seed: train both in the core "
+                         "encodings")
+    check = lambda name, reference=None: context_check([g["gain_nats"] for g in gains[name]],
+                                                       int(gains[name][0]["short_length"]),
+                                                       int(gains[name][0]["long_length"]), name, reference)
+    return check("NoPos", check("the learned model"))
 
 
 def core_nopos_check(train_settings: dict, corpus: str, seeds, jobs: int = 1, max_tokens: int | None = 16_384) -> Check:
-    "`nopos_check` on the core NoPos models of `seeds` (the extrapolation notebook's runs, trained once, reused)."
-    return nopos_check(core_grid(train_settings, corpus, ["nopos"], seeds).runs(jobs).values(), max_tokens)
+    "`nopos_check` on the core models of `seeds` (the extrapolation notebook's runs, trained once, reused)."
+    runs = core_grid(train_settings, corpus, ["nopos", "learned"], seeds).runs(jobs)
+    of = lambda encoding: [run for (_, e, _), run in runs.items() if e == encoding]
+    return nopos_check(of("nopos"), of("learned"), max_tokens)

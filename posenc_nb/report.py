@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .claims import Claim, read_claims, read_findings
+from .claims import CLAIMS_FILE, COLUMNS, Claim, read_claims, read_findings
 from .evaluate import token_unit
 from .order import WORD_ORDER_LOSSES
 from .outputs import StaleTable, read_table
@@ -302,14 +302,28 @@ TABLES = {
 }
 
 # %% ../nbs/06b_report.ipynb #f4r00002
+def _claims(figures: Path) -> pd.DataFrame:
+    "`read_claims` of `figures`, or a `StaleTable` when an older run wrote `claims.csv` without a column of the record."
+    path = Path(figures) / CLAIMS_FILE
+    if path.is_file() and (missing := [c for c in COLUMNS if c not in pd.read_csv(path, nrows=0).columns]):
+        raise StaleTable(f"`{CLAIMS_FILE}` was written before {', '.join(missing)} was declared: the next "
+                         "`posenc-reproduce` run decides the claims again and rewrites it")
+    return read_claims(figures)
+
+
 def notebook_findings(figures: Path, notebook: str) -> str:
     """What `notebook` saved under `figures` as a quote, a paragraph each: its findings
     (`posenc_nb.claims.read_findings`), then the paper's claims it decided, as `claims.csv` holds them."""
     found = read_findings(figures, notebook)
     if found is None:
         return f"> (No findings of {notebook} here yet: `posenc-reproduce --only {notebook}` writes them.)"
-    claims = read_claims(figures).query("notebook == @notebook").drop(columns="notebook")
-    lines = [*map(str, found), *(str(Claim(**row)) for row in claims.to_dict("records"))]
+    try:
+        claims = [str(Claim(**row)) for row in
+                  _claims(figures).query("notebook == @notebook").drop(columns="notebook").to_dict("records")]
+    except StaleTable as stale:
+        written = pd.read_csv(Path(figures) / CLAIMS_FILE, dtype=str).notebook
+        claims = [f"(Its claims: {stale}.)"] if (written == notebook).any() else []
+    lines = [*map(str, found), *claims]
     return "\n>\n".join(f"> {line}" for line in lines) or f"> ({notebook} found nothing to record.)"
 
 # %% ../nbs/06b_report.ipynb #123189a9
@@ -380,13 +394,12 @@ def update_readme(readme: Path = README, figures: Path | None = None) -> list[st
 
 # %% ../nbs/06b_report.ipynb #8d27f858
 def claims_table(figures: Path) -> str:
-    """A row per paper claim in `figures/claims.csv`: its status here, our numbers and the paper's, the rule and the
-    notebook."""
-    claims = read_claims(figures)
+    "A line per paper claim in `figures/claims.csv`: its outcome here, our number and the paper's, and the notebook."
+    claims = _claims(figures)
     if claims.empty:
         return "No experiment notebook has saved its claims here yet: `posenc-reproduce` fills this table."
     cells = claims.replace(r"\|", r"\\|", regex=True)  # a bar inside a cell would split it
-    names = {"status": "here", "ours": "our numbers", "paper": "the paper's", "rule": "rule"}
+    names = {"status": "outcome", "ours": "ours", "paper": "the paper's"}
     return markdown_table(cells.set_index("claim").rename(columns=names)[[*names.values(), "notebook"]], "claim")
 
 

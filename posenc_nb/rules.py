@@ -8,16 +8,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .claims import Claim, status_of
+from .claims import Claim
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, power_law_fit, power_law_problem, power_law_reach
-from .seeds import seed_gap
+from .seeds import LEVEL, per_seed, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap, side
 
 # %% auto #0
-__all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'STATEMENTS', 'BLOG_ORDER', 'MASKED_COLLAPSE', 'TABLE_ARMS',
-           'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'paper_gaps', 'untested', 'competitive', 'extrapolation',
-           'size_trend', 'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation',
-           'start_token', 'gap_closes', 'hybrid_quality', 'hybrid_extrapolates', 'drope_extends']
+__all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'COMPETITIVE_MARGIN', 'HYBRID_MARGIN', 'STATEMENTS', 'BLOG_ORDER',
+           'MASKED_COLLAPSE', 'TABLE_ARMS', 'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'paper_gaps', 'decided',
+           'same', 'untested', 'competitive', 'extrapolation', 'size_trend', 'learns_position', 'masked_lm',
+           'word_order', 'attention_scale', 'length_generalisation', 'start_token', 'gap_closes', 'hybrid_quality',
+           'hybrid_extrapolates', 'drope_extends']
 
 # %% ../nbs/05c_rules.ipynb #3b485f34
 BYTES_PER_TOKEN = {"pile": 1 / 0.29335, "wikitext-103": 545_141_915 / 103_227_021}
@@ -38,74 +38,101 @@ def paper_gaps(comparators=PAPER_COMPARATORS) -> pd.DataFrame:
 # nats a byte: the paper's largest gap to its comparators, on our scale
 PAPER_GAP = float(paper_gaps().nats_per_byte.max())
 
+# %% ../nbs/05c_rules.ipynb #d3c1de02
+COMPETITIVE_MARGIN = 3 * PAPER_GAP  # nats a byte: how far NoPos may be from its comparators and still compete
+HYBRID_MARGIN = float(np.log(1.01))  # nats a byte: a hybrid keeps RoPE's quality within 1% in perplexity
+
+
+def decided(gap: dict, expected: int) -> str:
+    """A directional claim on `gap` (a `seed_gap`): beyond its interval the `expected` way (+1 above zero, -1 below)
+    reproduces, the other way does not, within it (or one seed) not established."""
+    found = side(gap)
+    return "not established" if found == 0 else "reproduces" if found == expected else "does not reproduce"
+
+
+def same(gap: dict, margin: float) -> str:
+    """A claim of sameness on `gap` by two one-sided tests: its interval inside ±`margin` reproduces, wholly outside
+    does not, across the margin (or one seed) not established."""
+    low, high = gap["gap"] - gap["spread"], gap["gap"] + gap["spread"]
+    if -margin < low and high < margin:  # False when the spread is NaN
+        return "reproduces"
+    return "does not reproduce" if low > margin or high < -margin else "not established"
+
 # %% ../nbs/05c_rules.ipynb #d4ab94f3
-STATEMENTS = {  # rule -> the claim, the paper's numbers and the rule, in words
+STATEMENTS = {  # rule -> the claim, the paper's number on our scale, where it comes from and the rule, in words
     "competitive": dict(
         claim="Without positional encoding a causal LM is competitive at its training length",
-        paper=f"NoPos's gap to the better of learned and sinusoidal positions is at most {PAPER_GAP:.4f} nats a byte "
-              f"(Table 2's 125M: NoPos 22.15, learned 22.04, sinusoidal 21.49, "
-              f"{np.expm1(PAPER_GAP * BYTES_PER_TOKEN['pile']):+.1%} a GPT-2 token)",
-        rule=f"against the better of learned and sinusoidal positions: within {PAPER_GAP:.4f} nats a byte reproduces, "
-             f"within {3 * PAPER_GAP:.4f} or not beyond it by more than the seed spread partly; one seed, not "
-             "established"),
+        paper=f"{PAPER_GAP:+.4f} nats a byte (NoPos - sinusoidal, Table 2's 125M)",
+        source=f"NoPos's gap to the better of learned and sinusoidal positions is at most {PAPER_GAP:.4f} nats a byte "
+               f"(Table 2's 125M: NoPos 22.15, learned 22.04, sinusoidal 21.49, "
+               f"{np.expm1(PAPER_GAP * BYTES_PER_TOKEN['pile']):+.1%} a GPT-2 token)",
+        rule=f"NoPos's loss minus the better of learned and sinusoidal positions', paired by seed, against a margin of "
+             f"{COMPETITIVE_MARGIN:.4f} nats a byte (three times the paper's gap): its {LEVEL:.0%} interval inside the "
+             "margin reproduces, wholly outside it does not, across it (or one seed) not established"),
     "size_trend": dict(
         claim="The NoPos gap narrows as models grow",
-        paper="from {:+.1%} (125M) to {:+.1%} (1.3B) on the Pile".format(
-            *nopos_gap(paper_table("table2")).iloc[[0, -1]]),
-        rule=f"narrowing beyond the seed spread of the gap itself (its {LEVEL:.0%} t interval over the core models' "
-             "seeds, for two one-seed values) reproduces; widening beyond it does not; a change within it (or an "
-             "unknown spread) is not established"),
+        paper="{:+.4f} nats a byte (NoPos - learned, 125M to 1.3B on the Pile)".format(
+            np.diff(paper_gaps(("learned",)).query("table == 'table2'").nats_per_byte.iloc[[0, -1]])[0]),
+        source="NoPos - learned, Table 2: from {:+.1%} (125M) to {:+.1%} (1.3B), perplexity".format(
+            *nopos_gap(paper_table("table2").loc[["nopos", "learned"]]).iloc[[0, -1]]),
+        rule="NoPos's loss minus the learned model's (one comparator at every size, paired by seed) at the largest "
+             f"size minus at the smallest: below zero beyond its {LEVEL:.0%} t interval reproduces, above it does not, "
+             "within it not established; one seed a size is never established (a spread is borrowed only from the "
+             "same corpus, size and budget)"),
     "learns_position": dict(
         claim="A causal model without positions learns absolute position (a probe reads it from its middle layers)",
-        paper="Figure 2: NoPos's probe error (argmax) falls from 337 (random: 341) at the embeddings to 16.5 at layer "
-              "6 of 24, learned positions 8.8 there",
-        rule="the argmax error below the untrained control beyond the seed spread and within twice the learned model's "
-             "reproduces; below the control alone, partly; one seed, not established"),
+        paper="16.5 of 341 positions (argmax error at layer 6 of 24, 4.8% of random)",
+        source="Figure 2: NoPos's probe error (argmax) falls from 337 (random: 341) at the embeddings to 16.5 at layer "
+               "6 of 24, learned positions 8.8 there",
+        rule="the argmax error at NoPos's best layer minus its untrained self's, paired by seed: below zero beyond the "
+             "interval and within twice the learned model's error reproduces; below zero alone, partly; above zero "
+             "beyond it does not; within it (or one seed) not established"),
 }
+
+# %% ../nbs/05c_rules.ipynb #d4ab94f5
+def _claim(rule: str, status: str, ours: str, details: str, **statement) -> Claim:
+    "The record of `rule` (a key of `STATEMENTS`, its entries replaced by `statement`): the source joins the details."
+    said = STATEMENTS[rule] | statement
+    return Claim(claim=said["claim"], status=status, ours=ours, paper=said["paper"], rule=said["rule"],
+                 details=f"{details}; the paper: {said['source']}")
 
 
 def untested(rule: str, reason: str) -> Claim:
     "The claim of `rule` (a key of `STATEMENTS`) as not tested, because of `reason`."
-    return Claim(**STATEMENTS[rule], status="not tested", ours=reason)
+    return _claim(rule, "not tested", "not measured", reason)
 
 
 def _nats(ppl) -> np.ndarray:
     "Perplexities (a value per seed) as losses in nats a byte."
     return np.log(np.asarray(ppl, dtype=float))
 
-
-def _settled(gap: dict, status: str) -> str:
-    "`status`, unless the `seed_gap` it rests on has no spread to judge it by (one seed): then not established."
-    return "not established" if np.isnan(gap["spread"]) else status
-
 # %% ../nbs/05c_rules.ipynb #d0ecee72
 def competitive(nopos_ppl, ppl: dict, length: int) -> Claim:
     """NoPos (perplexities a seed) against the better of the paper's comparators in `ppl` (encoding -> perplexities a
-    seed; the other encodings there are reported beside) at the training `length`: within `PAPER_GAP` nats a byte
-    reproduces; within three times it, or not beyond it by more than the seed spread, partly."""
+    seed, the same seeds; the other encodings there are reported beside) at the training `length`: `same` within
+    `COMPETITIVE_MARGIN`."""
     if missing := [e for e in PAPER_COMPARATORS if e not in ppl]:
         return untested("competitive", f"the paper's comparator(s) {missing} were not trained")
     best = min(PAPER_COMPARATORS, key=lambda e: _nats(ppl[e]).mean())
     gap = seed_gap(_nats(nopos_ppl), _nats(ppl[best]))
-    over = gap["gap"] - PAPER_GAP
-    status = status_of(over <= 0,
-                       over <= 2 * PAPER_GAP or not seed_gap(_nats(nopos_ppl) - PAPER_GAP, _nats(ppl[best]))["real"])
     beside = ", ".join(f"{e} {np.mean(v):.2f} ({_nats(nopos_ppl).mean() - _nats(v).mean():+.3f})"
                        for e, v in ppl.items() if e not in PAPER_COMPARATORS)
-    return Claim(**STATEMENTS["competitive"], status=_settled(gap, status),
-                 ours=f"at {length} bytes: NoPos {np.mean(nopos_ppl):.2f} against {best} {np.mean(ppl[best]):.2f}, "
-                      f"{gap['gap']:+.3f} nats a byte ({gap['verdict']})"
-                          + (f"; beside, NoPos's gap to {beside}" if beside else ""))
+    return _claim("competitive", same(gap, COMPETITIVE_MARGIN), f"{quoted(gap, 'nats a byte')}, NoPos - {best}",
+                  f"at {length} bytes: NoPos {np.mean(nopos_ppl):.2f} against {best} {np.mean(ppl[best]):.2f} "
+                  f"(perplexity), margin ±{COMPETITIVE_MARGIN:.4f} nats a byte"
+                  + (f"; beside, NoPos's gap to {beside}" if beside else ""))
 
 # %% ../nbs/05c_rules.ipynb #6f8fac66
 BLOG_ORDER = tuple(sorted(PAPER_RESULTS["blog_fig1_at_1024"], key=PAPER_RESULTS["blog_fig1_at_1024"].get))
 STATEMENTS["extrapolation"] = dict(
     claim="Beyond the training length the encodings keep the blog's order (ALiBi, RoPE, NoPos, sinusoidal)",
-    paper="the blog's models at 1024 after training at 128 (read off its figure): "
-          + ", ".join(f"{e} {v:g}" for e, v in PAPER_RESULTS["blog_fig1_at_1024"].items()),
-    rule="perplexity at the longest length: every neighbouring pair of the blog's order apart the same way beyond the "
-         "seed spread reproduces; ALiBi first beyond it, the rest differing, partly; otherwise does not; one seed, not "
-         "established. Beside: the ratio to the training length (ALiBi at most 1.1x, NoPos below sinusoidal)")
+    paper="ALiBi 7.5 < RoPE 22 < NoPos 40 < sinusoidal 17,000 (perplexity at 1024, the blog's order)",
+    source="the blog's models at 1024 after training at 128 (read off its figure): "
+           + ", ".join(f"{e} {v:g}" for e, v in PAPER_RESULTS["blog_fig1_at_1024"].items()),
+    rule="log perplexity at the longest length, each neighbouring pair of the blog's order paired by seed: every pair "
+         "the blog's way beyond the 95% t interval reproduces; ALiBi ahead of every other beyond it, the rest "
+         "differing, partly; a pair the other way beyond it, ALiBi not first, does not; otherwise (or one seed) not "
+         "established. Beside: the ratio to the training length (ALiBi at most 1.1x, NoPos's below sinusoidal's)")
 
 
 def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> Claim:
@@ -113,143 +140,148 @@ def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> 
     seed at `longest`, `ratios` to that over its perplexity at `length` (ALiBi, NoPos, sinusoidal at least)."""
     if missing := [e for e in BLOG_ORDER if e not in at_longest]:
         return untested("extrapolation", f"the blog's encoding(s) {missing} were not trained")
-    gap = lambda a, b: seed_gap(_nats(at_longest[b]), _nats(at_longest[a]))  # b's loss over a's
-    apart = lambda g: g["real"] and g["gap"] > 0  # b behind a beyond the spread
+    behind = lambda a, b: seed_gap(_nats(at_longest[b]), _nats(at_longest[a]))  # b's loss over a's: the blog's +
     neighbours = list(zip(BLOG_ORDER, BLOG_ORDER[1:]))
-    pairs = [gap(a, b) for a, b in neighbours]
-    same, alibi_first = all(map(apart, pairs)), all(apart(gap("alibi", e)) for e in BLOG_ORDER[1:])
+    pairs = [behind(a, b) for a, b in neighbours]
+    outcomes = [decided(p, +1) for p in pairs]
+    alibi_first = all(decided(behind("alibi", e), +1) == "reproduces" for e in BLOG_ORDER[1:])
+    status = ("reproduces" if set(outcomes) == {"reproduces"} else "partly reproduces" if alibi_first
+              else "does not reproduce" if "does not reproduce" in outcomes else "not established")
+    worst = min(range(len(pairs)), key=lambda i: pairs[i]["gap"] - pairs[i]["spread"])
     order = sorted(BLOG_ORDER, key=lambda e: _nats(at_longest[e]).mean())
     flat = np.mean(ratios["alibi"]) <= 1.1
-    less = seed_gap(_nats(ratios["nopos"]), _nats(ratios["sinusoidal"]))
-    ratio_rule = ("holds" if flat and less["real"] and less["gap"] < 0
-                  else "holds in part" if flat or (less["real"] and less["gap"] < 0) else "fails")
-    best_first = ", ".join(f"{e} {np.mean(at_longest[e]):.3g}" for e in order)
-    apart_here = ", ".join(f"{a}-{b} {p['gap']:+.2f} ({p['verdict']})" for (a, b), p in zip(neighbours, pairs))
-    return Claim(**STATEMENTS["extrapolation"], status=_settled(pairs[0], status_of(same, alibi_first)),
-                 ours=f"at {longest} bytes, best first: {best_first}; the blog's neighbours here: {apart_here}; "
-                      f"the ratio rule {ratio_rule} (ALiBi {np.mean(ratios['alibi']):.2f}x, NoPos "
-                      f"{np.mean(ratios['nopos']):.2f}x, sinusoidal {np.mean(ratios['sinusoidal']):.2f}x "
-                      f"over {length})")
+    less = side(seed_gap(_nats(ratios["nopos"]), _nats(ratios["sinusoidal"]))) == -1
+    ratio_rule = "holds" if flat and less else "holds in part" if flat or less else "fails"
+    return _claim("extrapolation", status,
+                  f"{quoted(pairs[worst], 'nats a byte')}, {'-'.join(neighbours[worst][::-1])} at {longest}",
+                  f"at {longest} bytes, best first: " + ", ".join(f"{e} {np.mean(at_longest[e]):.3g}" for e in order)
+                  + "; the blog's neighbours here: " + ", ".join(f"{b}-{a} {quoted(p, 'nats a byte', '+.2f')}"
+                                                                 for (a, b), p in zip(neighbours, pairs))
+                  + f"; the ratio rule {ratio_rule} (ALiBi {np.mean(ratios['alibi']):.2f}x, NoPos "
+                    f"{np.mean(ratios['nopos']):.2f}x, sinusoidal {np.mean(ratios['sinusoidal']):.2f}x over {length})")
 
 # %% ../nbs/05c_rules.ipynb #e194bb32
-def size_trend(gaps: pd.Series, seed_gaps) -> Claim:
-    """NoPos's relative gap (`nopos_gap`) by model size, smallest first, one seed each, against the seed spread of the
-    gap itself (`seed_gaps`: the core models' relative gap, a value per seed) for the difference of two one-seed values:
-    narrowing beyond it reproduces, widening beyond it does not, anything else is not established."""
-    first, last = gaps.iloc[0], gaps.iloc[-1]
-    spread = draw_halfwidth(seed_gaps, draws=2)
-    status = status_of(last < first, False) if abs(last - first) > spread else "not established"
-    return Claim(**STATEMENTS["size_trend"], status=status,
-                 ours=f"NoPos's gap from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]}) = "
-                      f"{np.log1p(first):+.3f} to {np.log1p(last):+.3f} nats a byte, one seed a size; the gap's seed "
-                      "spread "
-                      + ("unknown (one core seed)" if np.isnan(spread) else
-                         f"±{spread:.1%} (over {len(seed_gaps)} core seeds: "
-                             + ", ".join(f"{g:+.1%}" for g in seed_gaps) + ")"))
+def size_trend(table: pd.DataFrame, sizes) -> Claim:
+    """NoPos's loss minus the learned model's, a value per seed (`table`: a row per `encoding`, `variant` (a size of
+    `sizes`, smallest first) and `seed`, its `perplexity`), at the largest size minus the smallest, paired by seed."""
+    if missing := [e for e in ("nopos", "learned") if e not in set(table.encoding)]:
+        return untested("size_trend", f"{missing} were not trained at every size")
+    gap = lambda size: (_nats(per_seed(table, "perplexity", encoding="nopos", variant=size))
+                        - _nats(per_seed(table, "perplexity", encoding="learned", variant=size)))
+    first, last = gap(sizes[0]), gap(sizes[-1])
+    change = seed_gap(last, first)
+    return _claim("size_trend", decided(change, -1), f"{quoted(change, 'nats a byte')}, {sizes[0]} to {sizes[-1]}",
+                  f"NoPos - learned from {first.mean():+.3f} ({sizes[0]}) to {last.mean():+.3f} ({sizes[-1]}) nats a "
+                  f"byte, {len(first)} seed(s) a size")
 
 # %% ../nbs/05c_rules.ipynb #aa8fd746
 def learns_position(layer: int, trained, untrained, learned, middle: float) -> Claim:
     """At trained NoPos's best `layer`, the MLP probe's argmax error (the paper's score), a value per seed: `trained`
-    NoPos below its `untrained` self (the same seeds) beyond the spread and within twice the `learned`-position model's
-    error reproduces; below its untrained self alone, partly."""
+    NoPos against its `untrained` self (the same seeds, paired) by `decided`; below it and within twice the
+    `learned`-position model's error reproduces, below it alone partly."""
     trained, untrained, learned = (np.asarray(v, dtype=float) for v in (trained, untrained, learned))
-    versus = seed_gap(untrained, trained, paired=True)
-    below = versus["real"] and versus["gap"] > 0
-    close = trained.mean() <= 2 * learned.mean()
-    return Claim(**STATEMENTS["learns_position"], status=_settled(versus, status_of(below and close, below)),
-                 ours=f"argmax error at NoPos's best layer {layer}: trained {trained.mean():.1f} against untrained "
-                      f"{untrained.mean():.1f} ({-versus['gap']:+.1f}, {versus['verdict']}) and learned positions "
-                      f"{learned.mean():.1f} ({trained.mean() / max(learned.mean(), 1e-9):.1f}x, bar 2x); middle guess "
-                      f"{middle:.1f}")
+    versus = seed_gap(trained, untrained)
+    below, close = decided(versus, -1), trained.mean() <= 2 * learned.mean()
+    status = "partly reproduces" if below == "reproduces" and not close else below
+    return _claim("learns_position", status, f"{quoted(versus, 'positions', '+.1f')}, trained - untrained",
+                  f"argmax error at NoPos's best layer {layer}: trained {trained.mean():.1f} against untrained "
+                  f"{untrained.mean():.1f} and learned positions {learned.mean():.1f} "
+                  f"({trained.mean() / max(learned.mean(), 1e-9):.1f}x, bar 2x); middle guess {middle:.1f}")
 
 # %% ../nbs/05c_rules.ipynb #1c2aee3b
 MASKED_COLLAPSE = float(np.log(147.18 / 4.00) / BYTES_PER_TOKEN["pile"] / 2)  # nats a byte: half the paper's masked gap
 TABLE_ARMS = ("learned", "sinusoidal")  # masked arms whose positions are a table added to the input, as the paper's
 STATEMENTS["masked_lm"] = dict(
     claim="Without the causal mask (a masked LM) a model without positions fails",
-    paper=f"masked LM: NoPos 147.18 against 4.00-4.07 with positions, {2 * MASKED_COLLAPSE:.2f} nats a byte",
-    rule="against the best masked arm that uses order: the masked gap beyond the seed spread, at least "
-         f"{MASKED_COLLAPSE:.2f} nats a byte (half the paper's) and larger than the causal gap beyond the spread "
-         "reproduces, if a learned or sinusoidal arm uses order; otherwise, or with one of the two bars, partly; one "
-         "seed, not established")
+    paper=f"+{2 * MASKED_COLLAPSE:.2f} nats a byte (NoPos 147.18 against ALiBi 4.00, masked LM)",
+    source=f"masked LM: NoPos 147.18 against 4.00-4.07 with positions, {2 * MASKED_COLLAPSE:.2f} nats a byte",
+    rule="NoPos's masked LM against the best masked arm that uses order, paired by seed: the gap above zero beyond "
+         f"the 95% t interval, at least {MASKED_COLLAPSE:.2f} nats a byte (half the paper's) and larger than the "
+         "causal gap beyond the interval reproduces, if a learned or sinusoidal arm uses order; otherwise, with one of "
+         "the two bars, partly; with neither, or below zero beyond it, does not; within it (or one seed) not "
+         "established")
 
 
 def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
     """NoPos's masked LM against the best masked arm that passed its order-use test (`arms`: encoding -> masked-token
-    perplexity a seed), beside NoPos's causal gap (`nopos_clm`, `best_clm`: next-token perplexity a seed). No arm that
-    uses order: not tested. Masked gap over causal gap: per NoPos seed, each against the other arm's mean."""
+    perplexity a seed), beside NoPos's causal gap (`nopos_clm`, `best_clm`: next-token perplexity a seed, the same
+    seeds). No arm that uses order: not tested."""
     if not arms:
         return untested("masked_lm",
                         "no masked LM with positions passed its order-use test, so none shows what order buys")
     best = min(arms, key=lambda name: _nats(arms[name]).mean())
-    masked = seed_gap(_nats(nopos_mlm), _nats(arms[best]))
-    over_causal = seed_gap(_nats(nopos_mlm) - _nats(arms[best]).mean(), _nats(nopos_clm) - _nats(best_clm).mean())
-    real = masked["real"] and masked["gap"] > 0
-    above, collapse = over_causal["real"] and over_causal["gap"] > 0, masked["gap"] >= MASKED_COLLAPSE
+    masked_gaps, causal_gaps = _nats(nopos_mlm) - _nats(arms[best]), _nats(nopos_clm) - _nats(best_clm)
+    masked, over_causal = seed_gap(masked_gaps, 0 * masked_gaps), seed_gap(masked_gaps, causal_gaps)
+    above, collapse = side(over_causal) == 1, masked["gap"] >= MASKED_COLLAPSE
     tables = [e for e in arms if e in TABLE_ARMS]
-    status = _settled(masked, status_of(real and collapse and above and bool(tables), real and (collapse or above)))
-    return Claim(**STATEMENTS["masked_lm"], status=status,
-                 ours=f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}, "
-                      f"{masked['gap']:+.3f} nats a byte ({masked['verdict']}); causal LM: "
-                      f"{masked['gap'] - over_causal['gap']:+.3f} nats a byte (masked - causal "
-                      f"{over_causal['gap']:+.3f}, {over_causal['verdict']}); arms that use order: {', '.join(arms)}"
-                          + ("" if tables else " (none a table of positions)"))
+    status = decided(masked, +1)
+    if status == "reproduces" and not (collapse and above and tables):
+        status = "partly reproduces" if collapse or above else "does not reproduce"
+    return _claim("masked_lm", status, f"{quoted(masked, 'nats a byte')}, NoPos - {best}, masked",
+                  f"masked LM: NoPos {np.mean(nopos_mlm):.2f} against {best} {np.mean(arms[best]):.2f}; causal LM: "
+                  f"{causal_gaps.mean():+.3f} nats a byte (masked - causal {quoted(over_causal, 'nats a byte')}); arms "
+                  f"that use order: {', '.join(arms)}" + ("" if tables else " (none a table of positions)"))
 
 # %% ../nbs/05c_rules.ipynb #99b534b9
 STATEMENTS["word_order"] = dict(
     claim="Models without positions are very sensitive to word order (the words of the prefix shuffled)",
-    paper="Figure 5, WikiText-103 (a token is a word): NoPos's loss on the next word rises from about 4 to about 11 "
-          "nats a word when its prefix is shuffled",
-    rule="the loss of the next whole word with the prefix's words shuffled minus intact: NoPos's penalty beyond the "
-         "seed spread and not below the learned model's beyond the spread reproduces; beyond the spread but below the "
-         "learned model's, partly; within it, does not; one seed, not established")
+    paper="+7 nats a word (NoPos's next-word loss, prefix shuffled minus intact, Figure 5)",
+    source="Figure 5, WikiText-103 (a token is a word): NoPos's loss on the next word rises from about 4 to about 11 "
+           "nats a word when its prefix is shuffled",
+    rule="the loss of the next whole word with the prefix's words shuffled minus intact: NoPos's penalty above zero "
+         "beyond the 95% t interval and not below the learned model's beyond it (paired by seed) reproduces; above "
+         "zero but below the learned model's, partly; below zero beyond it does not; within it (or one seed) not "
+         "established")
 
 
 def word_order(nopos_penalty, learned_penalty) -> Claim:
-    """NoPos's and the learned model's penalty (nats of the next whole word, shuffled minus intact; a mean a seed) for
-    shuffling the words of the prefix, judged against the learned model's."""
+    """NoPos's and the learned model's penalty (nats of the next whole word, shuffled minus intact; a mean a seed, the
+    same seeds) for shuffling the words of the prefix, judged against the learned model's."""
     nopos, learned = np.asarray(nopos_penalty, dtype=float), np.asarray(learned_penalty, dtype=float)
-    spread = paired_halfwidth(nopos)  # each seed's model against itself, intact and shuffled
-    real = nopos.mean() > spread
-    behind = seed_gap(learned, nopos)
-    below = behind["real"] and behind["gap"] > 0
-    status = "not established" if np.isnan(spread) else status_of(real and not below, real)
-    return Claim(**STATEMENTS["word_order"], status=status,
-                 ours=f"shuffling the prefix's words costs NoPos {nopos.mean():+.3f} nats a word (seed spread "
-                      f"±{spread:.3g}) and the learned model {learned.mean():+.3f} (NoPos - learned "
-                      f"{-behind['gap']:+.3f}, {behind['verdict']})")
+    penalty, behind = seed_gap(nopos, 0 * nopos), seed_gap(nopos, learned)  # each seed's model against itself
+    status = decided(penalty, +1)
+    if status == "reproduces" and side(behind) == -1:
+        status = "partly reproduces"
+    return _claim("word_order", status, f"{quoted(penalty, 'nats a word')}, NoPos's penalty",
+                  f"the learned model's penalty {learned.mean():+.3f} nats a word (NoPos - learned "
+                  f"{quoted(behind, 'nats a word')})")
 
 # %% ../nbs/05c_rules.ipynb #ad7b2b87
 SCALE_COST = 1.01  # a scale may make the training length's perplexity at most 1% worse
 STATEMENTS["attention_scale"] = dict(
     claim="Sharper attention carries a model without positions past its training length (attention logits scaled)",
-    paper="Wang et al. (2024): scaling NoPos's attention logits extends the context it generalises to",
-    rule=f"a scale (one factor for every length, or the log-length rule) that lowers NoPos's perplexity at the longest "
-         f"length beyond the seed spread, costing at most {SCALE_COST - 1:.0%} at the training length, reproduces; an "
-         "improvement that costs more, partly; none, does not; one seed, not established")
+    paper="no number on our scale (Wang et al., 2024)",
+    source="Wang et al. (2024): scaling NoPos's attention logits extends the context it generalises to",
+    rule=f"a scale (one factor for every length, or the log-length rule) that lowers NoPos's loss at the longest "
+         f"length beyond the 95% t interval (paired by seed), costing at most {SCALE_COST - 1:.0%} at the training "
+         "length, reproduces; an improvement that costs more, partly; every scale worse beyond it, does not; "
+         "otherwise (or one seed) not established")
 
 
 def attention_scale(long: dict, train: dict, unscaled_long, unscaled_train, longest: int, length: int) -> Claim:
     """NoPos with its attention scaled: `long` and `train` map a scale's name to its perplexity a seed at the `longest`
     length and at the training `length` (the seeds in one order); `unscaled_*` are its perplexities unscaled."""
-    gain = {n: seed_gap(_nats(unscaled_long), _nats(long[n]), paired=True) for n in long}
-    cost = {n: np.mean(np.asarray(train[n], dtype=float) / np.asarray(unscaled_train, dtype=float)) for n in long}
-    improves = [n for n in long if gain[n]["real"] and gain[n]["gap"] > 0]
-    bounded = [n for n in improves if cost[n] <= SCALE_COST]
+    gain = {n: seed_gap(_nats(unscaled_long), _nats(long[n])) for n in long}
+    cost = {n: np.mean(_nats(train[n]) - _nats(unscaled_train)) for n in long}
+    improves = [n for n in long if side(gain[n]) == 1]
+    bounded = [n for n in improves if cost[n] <= np.log(SCALE_COST)]
     best = min(bounded or improves or long, key=lambda n: _nats(long[n]).mean())
-    return Claim(**STATEMENTS["attention_scale"], status=_settled(gain[best], status_of(bool(bounded), bool(improves))),
-                 ours=f"NoPos at {longest} bytes: unscaled {np.mean(unscaled_long):.2f}; best, {best}: "
-                      f"{np.mean(long[best]):.2f} ({-gain[best]['gap']:+.3f} nats a byte, {gain[best]['verdict']}), "
-                      f"costing {cost[best] - 1:+.1%} at {length}")
+    status = ("reproduces" if bounded else "partly reproduces" if improves
+              else "does not reproduce" if all(side(g) == -1 for g in gain.values()) else "not established")
+    return _claim("attention_scale", status, f"{quoted(gain[best], 'nats a byte')}, unscaled - {best} at {longest}",
+                  f"NoPos at {longest} bytes: unscaled {np.mean(unscaled_long):.2f}; best, {best}: "
+                  f"{np.mean(long[best]):.2f}, costing {np.expm1(cost[best]):+.1%} at {length}")
 
 # %% ../nbs/05c_rules.ipynb #33cb8300
 TASK_LEARNED = 0.95  # exact match at every training length that shows a model learned a task
 STATEMENTS["length_generalisation"] = dict(
     claim="On synthetic tasks a model without positions goes furthest past its training lengths",
-    paper="Kazemnejad et al. (2023), exact match over test lengths 21-40 after training on 2-20 (110M decoder)",
-    rule=f"NoPos's mean exact match at the test lengths against every other encoding's: ahead of each beyond the seed "
-         "spread reproduces, behind none beyond it partly, behind one beyond it does not; each compared only if every "
-         f"seed learned the task (at least {TASK_LEARNED} at each training length); one seed, not established")
+    paper="no number (Kazemnejad et al., 2023)",
+    source="Kazemnejad et al. (2023), exact match over test lengths 21-40 after training on 2-20 (110M decoder)",
+    rule=f"NoPos's mean exact match at the test lengths against every other encoding's, paired by seed: ahead of each "
+         "beyond the 95% t interval reproduces, ahead of some and behind none partly, behind one does not, level with "
+         f"all (or one seed) not established; each compared only if every seed learned the task (at least "
+         f"{TASK_LEARNED} at each training length)")
 
 
 def length_generalisation(task: str, test: dict, train: dict, published: dict | None = None) -> Claim:
@@ -259,46 +291,46 @@ def length_generalisation(task: str, test: dict, train: dict, published: dict | 
     learned = {e for e in test if (np.asarray(train[e], dtype=float) >= TASK_LEARNED).all()}
     short = "; ".join(f"{e} {np.min(train[e]):.2f}" for e in test if e not in learned)
     unlearned = f"; below {TASK_LEARNED} exact match at a training length (lowest): {short}" if short else ""
-    statement = dict(STATEMENTS["length_generalisation"],
-                     claim=f"{STATEMENTS['length_generalisation']['claim']}: {task}")
+    statement = dict(claim=f"{STATEMENTS['length_generalisation']['claim']}: {task}")
     if published:
-        statement["paper"] += ": " + ", ".join(f"{e} {v:.3f}" for e, v in published.items())
+        statement |= dict(paper=f"{published['nopos']:.3f} exact match (NoPos at lengths 21-40)",
+                          source=STATEMENTS["length_generalisation"]["source"] + ": "
+                                 + ", ".join(f"{e} {v:.3f}" for e, v in published.items()))
     if not test:
-        return Claim(**statement, status="not tested", ours=f"the {task} task is not among the tasks this run trains")
+        return _claim("length_generalisation", "not tested", "not measured",
+                      f"the {task} task is not among the tasks this run trains", **statement)
     if "nopos" not in learned or len(learned) < 2:
         why = "the positive arm fails: " + ("NoPos did not learn the task" if "nopos" not in learned else
                                             "no encoding with positions learned the task")
-        return Claim(**statement, status="not tested", ours=f"{why}{unlearned}")
+        return _claim("length_generalisation", "not tested", "not measured", f"{why}{unlearned}", **statement)
     gaps = {e: seed_gap(test["nopos"], test[e]) for e in sorted(learned - {"nopos"})}
-    ahead = all(g["real"] and g["gap"] > 0 for g in gaps.values())
-    behind = any(g["real"] and g["gap"] < 0 for g in gaps.values())
-    status = _settled(next(iter(gaps.values())), status_of(ahead, not behind))
-    return Claim(**statement, status=status,
-                 ours=f"exact match at the test lengths: NoPos {np.mean(test['nopos']):.3f} against "
-                      + ", ".join(f"{e} {np.mean(test[e]):.3f} ({g['gap']:+.3f}, {g['verdict']})"
-                                  for e, g in gaps.items())
-                      + unlearned)
+    sides = {side(g) for g in gaps.values()}
+    status = ("does not reproduce" if -1 in sides else "reproduces" if sides == {1} else "partly reproduces"
+              if 1 in sides else "not established")
+    closest = min(gaps, key=lambda e: gaps[e]["gap"])
+    return _claim("length_generalisation", status, f"{quoted(gaps[closest], 'exact match')}, NoPos - {closest}",
+                  f"exact match at the test lengths: NoPos {np.mean(test['nopos']):.3f} against "
+                  + ", ".join(f"{e} {np.mean(test[e]):.3f} ({g['gap']:+.3f}, {g['verdict']})" for e, g in gaps.items())
+                  + unlearned, **statement)
 
 # %% ../nbs/05c_rules.ipynb #c5a7e0b2
 STATEMENTS["start_token"] = dict(
     claim="A start token at the head of every window narrows NoPos's gap to learned positions",
-    paper="not in the paper, whose windows start anywhere in the stream; Kazemnejad et al. (2023) show a causal layer "
-          "can recover absolute position when every sequence begins with the same token",
-    rule="NoPos's loss minus the learned model's (a value per seed) in each arm: smaller with the start token beyond "
-         f"the seed spread (Welch's {LEVEL:.0%} t interval) reproduces; larger beyond it does not; within it (or one "
-         "seed), not established")
+    paper="no number (not in the paper)",
+    source="not in the paper, whose windows start anywhere in the stream; Kazemnejad et al. (2023) show a causal layer "
+           "can recover absolute position when every sequence begins with the same token",
+    rule="NoPos's loss minus the learned model's (a value per seed) in each arm, with the start token minus without, "
+         f"paired by seed: below zero beyond the {LEVEL:.0%} t interval reproduces; above it does not; within it (or "
+         "one seed), not established")
 
 
 def start_token(gaps_without, gaps_with, learned_change) -> Claim:
-    """NoPos's gap to learned positions (nats a byte, a value per seed) without (`gaps_without`) and with a start token
-    (`gaps_with`); `learned_change`: the learned model's loss with it minus without, a value per seed, reported
-    beside."""
+    """NoPos's gap to learned positions (nats a byte, a value per seed, the same seeds) without (`gaps_without`) and
+    with a start token (`gaps_with`); `learned_change`: the learned model's loss with it minus without, reported."""
     change = seed_gap(gaps_with, gaps_without)
-    status = "not established" if not change["real"] else "reproduces" if change["gap"] < 0 else "does not reproduce"
-    return Claim(**STATEMENTS["start_token"], status=status,
-                 ours=f"NoPos's gap {np.mean(gaps_without):.3f} nats a byte without a start token, "
-                      f"{np.mean(gaps_with):.3f} with it ({change['gap']:+.3f}, {change['verdict']}); the learned "
-                      f"model's loss {np.mean(learned_change):+.3f} with it")
+    return _claim("start_token", decided(change, -1), f"{quoted(change, 'nats a byte')}, with - without",
+                  f"NoPos's gap {np.mean(gaps_without):.3f} nats a byte without a start token, "
+                  f"{np.mean(gaps_with):.3f} with it; the learned model's loss {np.mean(learned_change):+.3f} with it")
 
 # %% ../nbs/05c_rules.ipynb #c5a7e0b5
 _LEARNED = paper_gaps(("learned",)).set_index("setting").nats_per_byte
@@ -306,8 +338,9 @@ PAPER_LEARNED_GAPS = {"Table 1, WikiText-103": float(_LEARNED["WikiText-103 (L=5
                       "Table 2, 125M": float(_LEARNED["125M"])}
 STATEMENTS["gap_closes"] = dict(
     claim="NoPos's gap to learned positions closes with training bytes, toward the paper's",
-    paper="the paper's NoPos-learned gaps in nats a byte: "
-        + ", ".join(f"{v:.4f} ({k})" for k, v in PAPER_LEARNED_GAPS.items()),
+    paper=f"{PAPER_LEARNED_GAPS['Table 2, 125M']:+.4f} nats a byte (NoPos - learned, Table 2's 125M)",
+    source="the paper's NoPos-learned gaps in nats a byte: "
+           + ", ".join(f"{v:.4f} ({k})" for k, v in PAPER_LEARNED_GAPS.items()),
     rule=f"a power law in training bytes fitted to the gap at each budget: a slope below zero beyond its {LEVEL:.0%} t "
          "interval reproduces (with the bytes at which the line reaches the paper's gaps); above zero beyond it does "
          "not; within it, or a gap at or below zero (no power law), not established")
@@ -320,16 +353,16 @@ def _bytes(n: float) -> str:
 def gap_closes(train_bytes, gaps) -> Claim:
     "NoPos's gap to learned positions (nats a byte, one value a budget) against the `train_bytes` of each budget."
     if problem := power_law_problem(train_bytes, gaps):
-        return Claim(**STATEMENTS["gap_closes"], status="not established", ours=f"no power law: {problem}")
+        return _claim("gap_closes", "not established", "no power law", problem)
     fit = power_law_fit(train_bytes, gaps)
     apart = abs(fit["slope"]) > fit["slope_halfwidth"]
     status = "not established" if not apart else "reproduces" if fit["slope"] < 0 else "does not reproduce"
     reach = "; ".join("{} at {} bytes ({} to {})".format(name, *map(_bytes, power_law_reach(fit, target)))
                       for name, target in PAPER_LEARNED_GAPS.items())
-    return Claim(**STATEMENTS["gap_closes"], status=status,
-                 ours=f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g}: "
-                      f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); the line "
-                      f"reaches {reach}")
+    return _claim("gap_closes", status,
+                  f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} ({LEVEL:.0%} t interval of the fit)",
+                  f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g} "
+                  f"(r² {fit['r2']:.2f}); the line reaches {reach}")
 
 # %% ../nbs/05c_rules.ipynb #e42g0002
 _MODERN = ("not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every "
@@ -337,57 +370,49 @@ _MODERN = ("not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4
 STATEMENTS |= {
     "hybrid_quality": dict(
         claim="Layers without positions among RoPE layers keep RoPE's quality at the training length",
-        paper=_MODERN + "(sliding-window RoPE on the others)",
-        rule="the hybrid's loss at the training length minus RoPE's (a value per seed): above zero beyond the seed "
-             f"spread (Welch's {LEVEL:.0%} t interval) does not reproduce; within it, or below, reproduces; one seed, "
-             "not established"),
+        paper="no number (not in the paper)", source=_MODERN + "(sliding-window RoPE on the others)",
+        rule=f"the hybrid's loss at the training length minus RoPE's, paired by seed, against a margin of "
+             f"{HYBRID_MARGIN:.4f} nats a byte (1% in perplexity): its {LEVEL:.0%} t interval inside the margin "
+             "reproduces, wholly outside it does not, across it (or one seed) not established"),
     "hybrid_extrapolates": dict(
         claim="Layers without positions among RoPE layers degrade less than RoPE past the training length",
-        paper=_MODERN + "and report a longer usable context than RoPE everywhere",
-        rule="perplexity at the longest length over perplexity at the training length (a value per seed): the "
-             f"hybrid's below RoPE's beyond the seed spread (Welch's {LEVEL:.0%} t interval) reproduces; above it "
-             "beyond it does not; within it (or one seed), not established"),
+        paper="no number (not in the paper)",
+        source=_MODERN + "and report a longer usable context than RoPE everywhere",
+        rule="the log of perplexity at the longest length over perplexity at the training length, the hybrid's minus "
+             f"RoPE's, paired by seed: below zero beyond the {LEVEL:.0%} t interval reproduces; above zero beyond it "
+             "does not; within it (or one seed), not established"),
     "drope_extends": dict(
         claim="Dropping RoPE after training (DroPE) extends its usable context",
-        paper="not in the paper; Gelberg et al. (2025) remove RoPE from a trained model, recalibrate it briefly and "
-              "report a longer usable context",
-        rule="perplexity at the longest length over perplexity at the training length, DroPE's minus its RoPE parent's "
-             f"(paired, seed by seed): below zero beyond the {LEVEL:.0%} t interval reproduces; above zero beyond it "
-             "does not; within it (or one seed), not established; the cost at the training length is stated"),
+        paper="no number (not in the paper)",
+        source="Gelberg et al. (2025) remove RoPE from a trained model, recalibrate it briefly and report a longer "
+               "usable context",
+        rule="the log of perplexity at the longest length over perplexity at the training length, DroPE's minus its "
+             f"RoPE parent's (paired by seed): below zero beyond the {LEVEL:.0%} t interval reproduces; above zero "
+             "beyond it does not; within it (or one seed), not established; the cost at the training length is stated"),
 }
 
 # %% ../nbs/05c_rules.ipynb #e42g0004
-def _beyond(gap: dict) -> str:
-    """A `seed_gap` below zero beyond its spread reproduces, above it does not, within it (or one seed) is not
-    established."""
-    return "not established" if not gap["real"] else "reproduces" if gap["gap"] < 0 else "does not reproduce"
-
-
 def hybrid_quality(name: str, hybrid_loss, rope_loss) -> Claim:
-    "Hybrid `name`'s loss at the training length (nats a byte, a value per seed) against RoPE's."
+    "Hybrid `name`'s loss at the training length (nats a byte, a value per seed) against RoPE's: `same`."
     gap = seed_gap(hybrid_loss, rope_loss)
-    status = _settled(gap, "does not reproduce" if gap["real"] and gap["gap"] > 0 else "reproduces")
-    return Claim(**STATEMENTS["hybrid_quality"] | dict(claim=f"{STATEMENTS['hybrid_quality']['claim']}: {name}"),
-                 status=status,
-                 ours=f"{name} {np.mean(hybrid_loss):.3f} nats a byte, RoPE {np.mean(rope_loss):.3f} "
-                      f"({gap['gap']:+.3f}, {gap['verdict']})")
+    return _claim("hybrid_quality", same(gap, HYBRID_MARGIN), f"{quoted(gap, 'nats a byte')}, {name} - RoPE",
+                  f"{name} {np.mean(hybrid_loss):.3f} nats a byte, RoPE {np.mean(rope_loss):.3f}, margin "
+                  f"±{HYBRID_MARGIN:.4f}", claim=f"{STATEMENTS['hybrid_quality']['claim']}: {name}")
 
 
 def hybrid_extrapolates(name: str, hybrid_ratio, rope_ratio, longest: int, length: int) -> Claim:
     "Hybrid `name`'s perplexity at `longest` over that at the training `length` (a value per seed) against RoPE's."
-    gap = seed_gap(hybrid_ratio, rope_ratio)
-    return Claim(**STATEMENTS["hybrid_extrapolates"] | dict(claim=f"{STATEMENTS['hybrid_extrapolates']['claim']}: "
-                                                                  f"{name}"),
-                 status=_beyond(gap),
-                 ours=f"perplexity at {longest} over at {length}: {name} {np.mean(hybrid_ratio):.2f}, "
-                      f"RoPE {np.mean(rope_ratio):.2f} ({gap['gap']:+.2f}, {gap['verdict']})")
+    gap = seed_gap(np.log(hybrid_ratio), np.log(rope_ratio))
+    return _claim("hybrid_extrapolates", decided(gap, -1), f"{quoted(gap, 'nats a byte')}, {name} - RoPE, log ratio",
+                  f"perplexity at {longest} over at {length}: {name} {np.mean(hybrid_ratio):.2f}x, RoPE "
+                  f"{np.mean(rope_ratio):.2f}x", claim=f"{STATEMENTS['hybrid_extrapolates']['claim']}: {name}")
 
 
 def drope_extends(drope_ratio, rope_ratio, drope_loss, rope_loss, longest: int, length: int) -> Claim:
     """DroPE's ratio of perplexity at `longest` to that at `length` against its RoPE parents' (a value per seed,
     parents and children in the same order), and both models' loss at `length` (nats a byte): the cost it states."""
-    gap = seed_gap(drope_ratio, rope_ratio, paired=True)
-    return Claim(**STATEMENTS["drope_extends"], status=_beyond(gap),
-                 ours=f"perplexity at {longest} over at {length}: DroPE {np.mean(drope_ratio):.2f}, its RoPE parents "
-                      f"{np.mean(rope_ratio):.2f} ({gap['gap']:+.2f}, {gap['verdict']}); at {length} DroPE costs "
-                      f"{np.mean(drope_loss) - np.mean(rope_loss):+.3f} nats a byte")
+    gap = seed_gap(np.log(drope_ratio), np.log(rope_ratio))
+    return _claim("drope_extends", decided(gap, -1), f"{quoted(gap, 'nats a byte')}, DroPE - RoPE, log ratio",
+                  f"perplexity at {longest} over at {length}: DroPE {np.mean(drope_ratio):.2f}x, its RoPE parents "
+                  f"{np.mean(rope_ratio):.2f}x; at {length} DroPE costs "
+                  f"{np.mean(drope_loss) - np.mean(rope_loss):+.3f} nats a byte")

@@ -1015,7 +1015,7 @@ def claims_notebook(folder: Path) -> Path:
         folder,
         "01_claims",
         "from posenc_nb.claims import Claim, save_claims\n"
-        "save_claims([Claim('a', 'reproduces', 'ours', 'theirs', 'rule')], out_dir, '01_claims')",
+        "save_claims([Claim('a', 'reproduces', 'ours', 'theirs', 'rule', 'details')], out_dir, '01_claims')",
     )
 
 

@@ -98,6 +98,28 @@ def test_no_hand_typed_results_table():
     assert not TABLE_ROW.search(rest), TABLE_ROW.search(rest)[0]
 
 
+# what a ± may stand for, named in the sentence that quotes it
+INTERVAL_NAMED = re.compile(r"\bstd\b|standard deviation|interval|half-width|\d+% seed spread", re.I)
+
+
+def unnamed_spreads(text: str) -> list[str]:
+    "The sentences of `text`'s prose (no tables, no code) that quote a number with a ± and do not say what the ± is."
+    prose = " ".join(
+        line for line in re.sub(r"```.*?```", "", text, flags=re.S).splitlines() if not line.lstrip().startswith("|")
+    )
+    sentences = re.split(r"(?<=[.;:])\s+(?=[A-Z(*])", prose)
+    return [s for s in sentences if re.search(r"±\s*[0-9.]", s) and not INTERVAL_NAMED.search(s)]
+
+
+def test_a_spread_quoted_in_prose_says_which_it_is():
+    """A sentence of the README or its pages that quotes a number with a ± says what the ± is (a std over seeds, a 95%
+    t interval): "+0.034 ± 0.019" read as an interval when it was a std."""
+    example = "Gain +0.034 ± 0.019 nats a byte. Gain +0.03 ± 0.05 (95% t interval). Std 0.2 ± 0.1. A ± alone."
+    assert unnamed_spreads(example) == ["Gain +0.034 ± 0.019 nats a byte."]
+    unnamed = [(page.name, s) for page in PAGES for s in unnamed_spreads(outside_blocks(page.read_text()))]
+    assert not unnamed, unnamed
+
+
 def test_the_chapter_table_lists_every_chapter():
     "One row per library chapter (nbs/[0-9]*.ipynb, lettered ones too), in the order of their numbers."
     readme = README.read_text()

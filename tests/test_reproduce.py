@@ -244,12 +244,12 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (
         claims.notebook == "11_length_generalisation"
     )
-    assert claims[untrained].ours.str.contains("not among the tasks this run trains").all() and untrained.sum() == len(
-        TASKS
-    ) - len(SMOKE["tasks"])
-    assert (claims.status == "not tested").all() and claims[~untrained].ours.str.contains("the positive arm").all(), (
-        claims.ours.tolist()
-    )
+    assert claims[untrained].details.str.contains(
+        "not among the tasks this run trains"
+    ).all() and untrained.sum() == len(TASKS) - len(SMOKE["tasks"])
+    assert (claims.status == "not tested").all() and claims[~untrained].details.str.contains(
+        "the positive arm"
+    ).all(), claims.details.tolist()
     readme = readme_blocks((figures / "README.md").read_text())  # the README, with the results page it links to added
     assert set(readme) == {name for page in readme_files() for name in readme_blocks(page.read_text())}
     for name, body in readme.items():  # a table or a quote from this run, never a note of a missing or older file
