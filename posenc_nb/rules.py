@@ -10,14 +10,15 @@ import pandas as pd
 
 from .claims import Claim, status_of
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, draw_halfwidth, paired_halfwidth, power_law_fit, power_law_problem, power_law_reach
+from .seeds import LEVEL, paired_halfwidth, power_law_fit, power_law_problem, power_law_reach
 from .seeds import seed_gap
 
 # %% auto #0
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'STATEMENTS', 'BLOG_ORDER', 'MASKED_COLLAPSE', 'TABLE_ARMS',
-           'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'paper_gaps', 'untested', 'competitive', 'extrapolation',
-           'size_trend', 'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation',
-           'start_token', 'gap_closes', 'hybrid_quality', 'hybrid_extrapolates', 'drope_extends']
+           'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'PAPER_SIZE_GAPS', 'paper_gaps', 'untested',
+           'competitive', 'extrapolation', 'learns_position', 'masked_lm', 'word_order', 'attention_scale',
+           'length_generalisation', 'start_token', 'gap_closes', 'gap_slope', 'size_trend', 'size_law',
+           'hybrid_quality', 'hybrid_extrapolates', 'drope_extends']
 
 # %% ../nbs/05c_rules.ipynb #3b485f34
 BYTES_PER_TOKEN = {"pile": 1 / 0.29335, "wikitext-103": 545_141_915 / 103_227_021}
@@ -48,13 +49,6 @@ STATEMENTS = {  # rule -> the claim, the paper's numbers and the rule, in words
         rule=f"against the better of learned and sinusoidal positions: within {PAPER_GAP:.4f} nats a byte reproduces, "
              f"within {3 * PAPER_GAP:.4f} or not beyond it by more than the seed spread partly; one seed, not "
              "established"),
-    "size_trend": dict(
-        claim="The NoPos gap narrows as models grow",
-        paper="from {:+.1%} (125M) to {:+.1%} (1.3B) on the Pile".format(
-            *nopos_gap(paper_table("table2")).iloc[[0, -1]]),
-        rule=f"narrowing beyond the seed spread of the gap itself (its {LEVEL:.0%} t interval over the core models' "
-             "seeds, for two one-seed values) reproduces; widening beyond it does not; a change within it (or an "
-             "unknown spread) is not established"),
     "learns_position": dict(
         claim="A causal model without positions learns absolute position (a probe reads it from its middle layers)",
         paper="Figure 2: NoPos's probe error (argmax) falls from 337 (random: 341) at the embeddings to 16.5 at layer "
@@ -130,22 +124,6 @@ def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> 
                       f"the ratio rule {ratio_rule} (ALiBi {np.mean(ratios['alibi']):.2f}x, NoPos "
                       f"{np.mean(ratios['nopos']):.2f}x, sinusoidal {np.mean(ratios['sinusoidal']):.2f}x "
                       f"over {length})")
-
-# %% ../nbs/05c_rules.ipynb #e194bb32
-def size_trend(gaps: pd.Series, seed_gaps) -> Claim:
-    """NoPos's relative gap (`nopos_gap`) by model size, smallest first, one seed each, against the seed spread of the
-    gap itself (`seed_gaps`: the core models' relative gap, a value per seed) for the difference of two one-seed values:
-    narrowing beyond it reproduces, widening beyond it does not, anything else is not established."""
-    first, last = gaps.iloc[0], gaps.iloc[-1]
-    spread = draw_halfwidth(seed_gaps, draws=2)
-    status = status_of(last < first, False) if abs(last - first) > spread else "not established"
-    return Claim(**STATEMENTS["size_trend"], status=status,
-                 ours=f"NoPos's gap from {first:+.1%} ({gaps.index[0]}) to {last:+.1%} ({gaps.index[-1]}) = "
-                      f"{np.log1p(first):+.3f} to {np.log1p(last):+.3f} nats a byte, one seed a size; the gap's seed "
-                      "spread "
-                      + ("unknown (one core seed)" if np.isnan(spread) else
-                         f"±{spread:.1%} (over {len(seed_gaps)} core seeds: "
-                             + ", ".join(f"{g:+.1%}" for g in seed_gaps) + ")"))
 
 # %% ../nbs/05c_rules.ipynb #aa8fd746
 def learns_position(layer: int, trained, untrained, learned, middle: float) -> Claim:
@@ -330,6 +308,55 @@ def gap_closes(train_bytes, gaps) -> Claim:
                  ours=f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g}: "
                       f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); the line "
                       f"reaches {reach}")
+
+# %% ../nbs/05c_rules.ipynb #61b0c0a2
+_TABLE2 = paper_gaps(("learned",)).query("table == 'table2'").set_index("setting").nats_per_byte
+PAPER_SIZE_GAPS = {f"Table 2, {size}": float(_TABLE2[size]) for size in ("125M", "1.3B")}  # against learned
+_SIZE_RULE = ("a power law in parameters fitted to NoPos's gap to learned positions (nats a byte, a point a seed and "
+              "size) over the sizes where the learned model passes its positive arm: a slope below zero beyond its "
+              f"{LEVEL:.0%} t interval reproduces; above zero beyond it does not; within it, fewer than three points, "
+              "or a gap at or below zero (no power law), not established")
+STATEMENTS["size_trend"] = dict(
+    claim="The NoPos gap narrows as models grow",
+    paper="against learned positions, from {:.4f} (125M) to {:.4f} (1.3B) nats a byte on the Pile, every size on the "
+          "same tokens".format(*PAPER_SIZE_GAPS.values()),
+    rule=f"every size on the same bytes, as the paper's: {_SIZE_RULE}")
+STATEMENTS["size_law"] = dict(
+    claim="On the same bytes a parameter, NoPos's gap to learned positions narrows as models grow",
+    paper="not in the paper, whose sizes share their tokens (Table 2): so its larger models saw fewer tokens a "
+          "parameter",
+    rule=f"every size on the core's bytes a parameter: {_SIZE_RULE}")
+
+
+def gap_slope(rule: str, x, gaps, x_name: str, targets: dict, excluded: str = "") -> Claim:
+    """The claim of `rule` (a key of `STATEMENTS`) decided by the slope of a power law of NoPos's `gaps` (nats a byte)
+    against `x` (`x_name`, a point a seed and setting), with where its line would reach each of `targets`;
+    `excluded`: the settings left out of the fit, and why."""
+    x, gaps = np.asarray(x, dtype=float), np.asarray(gaps, dtype=float)
+    left_out = f"; left out: {excluded}" if excluded else ""
+    if problem := power_law_problem(x, gaps):
+        return Claim(**STATEMENTS[rule], status="not established", ours=f"no power law: {problem}{left_out}")
+    fit = power_law_fit(x, gaps)
+    apart = abs(fit["slope"]) > fit["slope_halfwidth"]
+    status = "not established" if not apart else "reproduces" if fit["slope"] < 0 else "does not reproduce"
+    reach = "; ".join("{} at {} {} ({} to {})".format(name, _bytes(power_law_reach(fit, target)[0]), x_name,
+                                                     *map(_bytes, power_law_reach(fit, target)[1:]))
+                      for name, target in targets.items())
+    (first, smallest), (last, largest) = [(gaps[x == end].mean(), end) for end in (x.min(), x.max())]
+    return Claim(**STATEMENTS[rule], status=status,
+                 ours=f"gap {first:.3f} at {smallest:.2g} {x_name} to {last:.3f} at {largest:.2g} over {fit['n']} "
+                      f"points: slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} (r² {fit['r2']:.2f}); "
+                      f"extrapolated, the line reaches {reach}{left_out}")
+
+
+def size_trend(parameters, gaps, excluded: str = "") -> Claim:
+    "The paper's size claim on its protocol (every size on the same bytes): `gap_slope` against `parameters`."
+    return gap_slope("size_trend", parameters, gaps, "parameters", PAPER_SIZE_GAPS, excluded)
+
+
+def size_law(parameters, gaps, excluded: str = "") -> Claim:
+    "Ours beside it (every size on the core's bytes a parameter): `gap_slope` against `parameters`."
+    return gap_slope("size_law", parameters, gaps, "parameters", PAPER_SIZE_GAPS, excluded)
 
 # %% ../nbs/05c_rules.ipynb #e42g0002
 _MODERN = ("not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every "
