@@ -20,10 +20,11 @@ from .train import drope
 from .workers import train_runs
 
 # %% auto #0
-__all__ = ['MODERN_TEMPERATURE', 'MODERN_VARIANTS', 'EVERY_SEED', 'Grid', 'train_grids', 'run_config', 'model_parameters',
-           'model_size_variants', 'core_grid', 'masked_grid', 'nopos_twins', 'twin_runs', 'corpora_grid', 'sizes_grid',
-           'lengths_grid', 'beyond_grid', 'task_grid', 'start_token_grid', 'budget_steps_of', 'budget_grid',
-           'drope_grids', 'modern_grids', 'shared_runs', 'start_and_budget_grids', 'experiment_grids']
+__all__ = ['SIZE_PROTOCOLS', 'MODERN_TEMPERATURE', 'MODERN_VARIANTS', 'EVERY_SEED', 'Grid', 'train_grids', 'run_config',
+           'model_parameters', 'model_size_variants', 'ratio_size_variants', 'core_grid', 'masked_grid', 'nopos_twins',
+           'twin_runs', 'corpora_grid', 'size_grids', 'lengths_grid', 'beyond_grid', 'task_grid', 'start_token_grid',
+           'budget_steps_of', 'budget_grid', 'drope_grids', 'modern_grids', 'shared_runs', 'start_and_budget_grids',
+           'experiment_grids']
 
 # %% ../nbs/05d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -89,6 +90,19 @@ def model_size_variants(train_settings: dict, model_sizes: dict, corpus: str) ->
     return {name: dict(corpus=corpus) if shaped(shape) == core else dict(corpus=corpus, **shape)
             for name, shape in model_sizes.items()}
 
+
+def ratio_size_variants(train_settings: dict, model_sizes: dict, corpus: str) -> dict:
+    """`model_size_variants` with each shape's steps scaled by its parameters over the core's (at least one), so every
+    size trains on the core's bytes a parameter; the warm-up kept (at most the steps), the schedule fitted to them."""
+    core = TrainConfig.from_dict({**train_settings, "corpus": corpus})
+    variants = model_size_variants(train_settings, model_sizes, corpus)
+    for name, fields in variants.items():
+        if fields != dict(corpus=corpus):  # the core shape keeps the core's steps: its runs stay the core runs
+            cfg = TrainConfig.from_dict({**train_settings, **fields})
+            steps = max(1, round(core.max_steps * model_parameters(cfg) / model_parameters(core)))
+            fields.update(max_steps=steps, warmup_steps=min(core.warmup_steps, steps))
+    return variants
+
 # %% ../nbs/05d_grids.ipynb #21284135
 def core_grid(train_settings: dict, corpus: str, encodings, seeds) -> Grid:
     "The core models: `train_settings` on `corpus`, an encoding and a seed each (the extrapolation notebook's)."
@@ -121,9 +135,22 @@ def corpora_grid(train_settings: dict, corpora, encodings, seeds, corpus: str | 
     return Grid(train_settings, variants, list(encodings), list(seeds))
 
 
-def sizes_grid(train_settings: dict, model_sizes: dict, corpus: str, encodings, seeds) -> Grid:
-    "Table 2: a variant per model size, each on the core's bytes (`model_size_variants`)."
-    return Grid(train_settings, model_size_variants(train_settings, model_sizes, corpus), list(encodings), list(seeds))
+SIZE_PROTOCOLS = {"same bytes": model_size_variants, "same bytes a parameter": ratio_size_variants}  # Table 2's
+
+
+def size_grids(p: dict) -> dict[str, list[Grid]]:
+    """Table 2's grids under the parameters `p`, by protocol (`SIZE_PROTOCOLS`): `size_encodings` at every size, with
+    `size_seeds` on the core's bytes a parameter; on the same bytes with `table_seeds`, but the core shape's with every
+    seed of the core (`seeds`), whose runs are the core runs."""
+    ts, corpus, encodings = p["train_settings"], p["corpus"], list(p["size_encodings"])
+    grids = {}
+    for protocol, variants_of in SIZE_PROTOCOLS.items():
+        variants = variants_of(ts, p["model_sizes"], corpus)
+        core = {name: fields for name, fields in variants.items() if fields == dict(corpus=corpus)}
+        others = {name: fields for name, fields in variants.items() if name not in core}
+        seeds = ((p["table_seeds"], p["seeds"]) if protocol == "same bytes" else (p["size_seeds"],) * 2)
+        grids[protocol] = [Grid(ts, part, encodings, list(s)) for part, s in zip((others, core), seeds) if part]
+    return grids
 
 
 def lengths_grid(train_settings: dict, train_lengths, corpus: str, encodings, seeds) -> Grid:
@@ -236,7 +263,7 @@ def experiment_grids(p: dict) -> dict[str, list[Grid]]:
         "02_attention_heatmaps": twins,
         "03_table1_corpora": [corpora_grid(ts, [*p["corpora"], *p["online_corpora"]], te, tseeds, corpus,
                                            p["corpora_settings"]), spread],
-        "04_table2_model_sizes": [sizes_grid(ts, p["model_sizes"], corpus, te, tseeds), spread],
+        "04_table2_model_sizes": [grid for grids in size_grids(p).values() for grid in grids],
         "05_table3_train_lengths": [lengths_grid(ts, p["train_lengths"], corpus, te, tseeds), spread],
         "06_probe": [core],
         "07_mlm_control": [masked_grid(ts, p["mlm_settings"], corpus, p["mlm_encodings"], seeds),

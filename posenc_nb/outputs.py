@@ -22,13 +22,13 @@ from .plots import (add_caption, caption, encoding_color, encoding_label, format
                              runs_unit, savefig, style_axes, token_unit)
 from .positive_arms import nopos_check
 from .scores import final_val_loss, runs_perplexity, training_tokens, validation_baseline
-from .seeds import gap_trend, gap_verdicts, per_seed
+from .seeds import gap_trend, gap_verdicts, per_seed, power_law_fit, power_law_problem, power_law_reach
 from .validation import suggest
 
 # %% auto #0
 __all__ = ['OUTPUT_TABLES', 'OutputTable', 'table_problem', 'save_table', 'StaleTable', 'read_table', 'table_runs',
            'perplexity_grid', 'plot_grouped_bars', 'plot_seed_bars', 'save_training_curves', 'core_gap_seeds',
-           'table_findings']
+           'table_findings', 'gap_law_fits', 'plot_gap_law']
 
 # %% ../nbs/05f_outputs.ipynb #f5o00002
 @dataclass(frozen=True)
@@ -62,8 +62,14 @@ OUTPUT_TABLES = {  # the file each notebook writes, in the order the notebooks r
                                             "encoding attention permutation_gap shared_keys_gap"),
     "table1_corpora.csv": _table("a Table 1 model (a corpus, an encoding, one seed)",
                                  "corpus encoding seed perplexity train_tokens"),
-    "table2_model_sizes.csv": _table("a Table 2 model (a size, an encoding, one seed)",
-                                     "variant n_params encoding seed perplexity train_tokens vocab_size"),
+    "table2_model_sizes.csv": _table("a Table 2 model (a protocol, a size, an encoding, a seed)",
+                                     "protocol variant n_params encoding seed perplexity loss train_tokens vocab_size"),
+    "size_positive_arm.csv": _table("a Table 2 protocol's learned model at a size: its positive arm",
+                                    "protocol variant seed permutation_cost probe_mad middle_mad passed"),
+    "size_gaps.csv": _table("NoPos's gap to learned positions in a Table 2 protocol, at a size and seed",
+                            "protocol variant n_params seed gap fitted"),
+    "size_law_fit.csv": _table("a Table 2 protocol's power law of the gap in parameters, and where it reaches a paper "
+                               "gap; or why none fits", "protocol", "problem"),
     "table3_train_lengths.csv": _table("a Table 3 model (a training length, an encoding, one seed), at its own length",
                                        "seq_len encoding seed perplexity train_tokens"),
 }
@@ -329,3 +335,50 @@ def table_findings(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tok
                                 f"NoPos's gap, {trend}, {gap_trend(nopos_gap(paper), reported=True)}")]
     return found + [Finding(f"{setting} (one seed)", text)
                     for setting, text in gap_verdicts(nopos_gap(ours), seed_gaps).items()]
+
+# %% ../nbs/05f_outputs.ipynb #61c0c0a2
+def gap_law_fits(points: pd.DataFrame, by: str, x: str, targets: dict) -> pd.DataFrame:
+    """A power law of `points`' NoPos `gap` against `x` for each `by` group, over its rows with `fitted` true: a row per
+    group and gap of `targets` (name: gap) with the slope, its interval, the line's centre and where it reaches that
+    gap (`power_law_reach`: `reach`, `reach_near`, `reach_far`); or a row with the `problem` where no law fits."""
+    rows = []
+    for group, part in points.groupby(by, sort=False):
+        fitted = part[part.fitted]
+        if problem := power_law_problem(fitted[x], fitted.gap):
+            rows.append({by: group, "problem": problem})
+            continue
+        fit = power_law_fit(fitted[x], fitted.gap)
+        law = {by: group, "problem": "", **{k: fit[k] for k in ("slope", "slope_halfwidth", "r2", "n", "centre_x",
+                                                               "centre_y")}}
+        rows += [dict(law, target=name, target_gap=gap,
+                      **dict(zip(("reach", "reach_near", "reach_far"), power_law_reach(fit, gap))))
+                 for name, gap in targets.items()]
+    return pd.DataFrame(rows)
+
+
+def plot_gap_law(ax, points: pd.DataFrame, fits: pd.DataFrame, by: str, x: str, styles: dict, targets: dict):
+    """On `ax`, log axes: each `by` group's points (`styles[group]`: colour and marker; hollow where not `fitted`), its
+    law from `gap_law_fits` out to where it meets the paper's gaps (at most 1000x past the points), and `targets`.
+    Gaps at or below zero have no place on log axes: they are left out, and counted in the legend."""
+    for group, part in points.groupby(by, sort=False):
+        style, shown = styles[group], part[part.gap > 0]
+        for fitted, marked in shown.groupby("fitted"):
+            ax.scatter(marked[x], marked.gap, color=style["color"], marker=style["marker"], zorder=3,
+                       facecolors=style["color"] if fitted else "none",
+                       label=f"{group}{'' if fitted else ', left out of the fit'}")
+        if len(shown) < len(part):
+            ax.plot([], [], " ", label=f"{group}: {len(part) - len(shown)} gap(s) at or below zero, not drawn")
+        law = fits[(fits[by] == group) & (fits.problem == "")]
+        if law.empty:
+            continue
+        fit, most = law.iloc[0], part[x].max()
+        end = min(max([most, *law.reach[np.isfinite(law.reach)]]), 1000 * most)
+        xs = np.geomspace(part[x].min(), end, 50)
+        ax.plot(xs, np.exp(fit.centre_y) * (xs / np.exp(fit.centre_x)) ** fit.slope, color=style["color"], alpha=0.5,
+                linestyle=":", label=f"{group}: slope {fit.slope:+.2f} ± {fit.slope_halfwidth:.2f}")
+    for name, target in targets.items():
+        ax.axhline(target, color="0.4", linestyle="-.", linewidth=0.8)
+        ax.text(1.01, target, f"paper:\n{name}", transform=ax.get_yaxis_transform(), va="center", fontsize=7,
+                color="0.3")
+    ax.set_xscale("log")
+    ax.set_yscale("log")

@@ -36,6 +36,14 @@ def _compares_nopos(encodings: list[str]) -> str | None:
         return f"{encodings} must hold 'nopos' and an encoding with positions: the tables compare them"
 
 
+def _gap_to_learned(encodings: list[str]) -> str | None:
+    """What is wrong with `encodings` as an arm measuring NoPos's gap to learned positions (12's and Table 2's); None
+    when nothing is."""
+    return each_entry(encoding_problem)(encodings) or (
+        None if {"nopos", "learned"} <= set(encodings) else f"{encodings} must hold 'nopos' and 'learned': the gap it "
+                                                            "measures")
+
+
 def _task_encoding_problem(name: str) -> str | None:
     """What is wrong with `name` as an encoding of the synthetic tasks, whose models are tested past their training
     width."""
@@ -53,12 +61,10 @@ _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     (("corpus",), _corpus_problem),
     (("corpora",), each_entry(_corpus_problem)),
     (("model_sizes",), lambda sizes: None if sizes else "must name at least one model shape, got {}"),
-    *(((k,), each_entry(seed_problem)) for k in ("seeds", "table_seeds")),
+    *(((k,), each_entry(seed_problem)) for k in ("seeds", "table_seeds", "size_seeds")),
     *(((k,), each_entry(encoding_problem)) for k in ("encodings", "table_encodings", "mlm_encodings")),
     *(((k,), _compares_nopos) for k in ("table_encodings", "mlm_encodings")),
-    (("start_token_encodings",), lambda encodings: each_entry(encoding_problem)(encodings) or (
-        None if {"nopos", "learned"} <= set(encodings)
-            else f"{encodings} must hold 'nopos' and 'learned': the gap it narrows")),
+    *(((k,), _gap_to_learned) for k in ("start_token_encodings", "size_encodings")),
     (("beyond_encodings",), or_null(each_entry(encoding_problem), "every registered encoding")),
     (("tasks",), each_entry(task_problem)),
     (("task_encodings",),
@@ -166,8 +172,10 @@ class ExperimentParameters(Checked):
     model_sizes: dict[str, dict]  # Table 2: a name for each shape, and the keys that make it
     seeds: list[int]
     table_seeds: list[int]  # Tables 1-3 and the encodings beyond the paper
+    size_seeds: list[int]  # Table 2 on the core's bytes a parameter
     encodings: list[str]  # the extrapolation figure's
     table_encodings: list[str]
+    size_encodings: list[str]  # Table 2's, NoPos and learned among them
     mlm_encodings: list[str]
     start_token_encodings: list[str]  # trained again with a start token (12)
     budget_steps: list[int] | None  # the budgets below the core's (12; None: an eighth, a quarter, half)

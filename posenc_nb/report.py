@@ -99,10 +99,13 @@ def _setting_name(df: pd.DataFrame, column: str, setting) -> str:
             f"{token_unit(row.vocab_size)}s)")
 
 
-def settings_table(name: str, column: str):
-    "The table of `name`.csv (one seed): mean perplexity per setting of `column` and encoding, the paper's rows below."
+def settings_table(name: str, column: str, **where):
+    """The table of `name`.csv (its rows with the values `where` gives): mean perplexity per setting of `column` and
+    encoding, the paper's rows below."""
     def table(figures: Path) -> str:
         df = read_table(figures, f"{name}.csv")
+        for key, value in where.items():  # one protocol of a table that holds several
+            df = df[df[key] == value]
         ours = df.groupby([column, "encoding"], sort=False).perplexity.mean().unstack().round(1)
         ours.index = [_setting_name(df, column, setting) for setting in ours.index]
         paper = paper_table(PAPER_TABLES[name]).T[ours.columns]
@@ -285,7 +288,7 @@ TABLES = {
     "extrapolation": extrapolation_table,
     "context_use": context_use_table,
     "table1": settings_table("table1_corpora", "corpus"),
-    "table2": settings_table("table2_model_sizes", "variant"),
+    "table2": settings_table("table2_model_sizes", "variant", protocol="same bytes"),
     "table3": settings_table("table3_train_lengths", "seq_len"),
     "probe": probe_table,
     "mlm_control": mlm_table,

@@ -10,14 +10,15 @@ import pandas as pd
 
 from .claims import Claim
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, per_seed, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap, side
+from .seeds import LEVEL, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap, side
 
 # %% auto #0
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'COMPETITIVE_MARGIN', 'HYBRID_MARGIN', 'STATEMENTS', 'BLOG_ORDER',
-           'MASKED_COLLAPSE', 'TABLE_ARMS', 'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'paper_gaps', 'decided',
-           'same', 'untested', 'competitive', 'extrapolation', 'size_trend', 'learns_position', 'masked_lm',
-           'word_order', 'attention_scale', 'length_generalisation', 'start_token', 'gap_closes', 'hybrid_quality',
-           'hybrid_extrapolates', 'drope_extends']
+           'MASKED_COLLAPSE', 'TABLE_ARMS', 'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'PAPER_SIZE_GAPS',
+           'PAPER_SIZE_SLOPE', 'paper_gaps', 'decided', 'same', 'untested', 'competitive', 'extrapolation',
+           'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation', 'start_token',
+           'gap_closes', 'gap_slope', 'size_trend', 'size_law', 'hybrid_quality', 'hybrid_extrapolates',
+           'drope_extends']
 
 # %% ../nbs/05c_rules.ipynb #3b485f34
 BYTES_PER_TOKEN = {"pile": 1 / 0.29335, "wikitext-103": 545_141_915 / 103_227_021}
@@ -69,16 +70,6 @@ STATEMENTS = {  # rule -> the claim, the paper's number on our scale, where it c
         rule=f"NoPos's loss minus the better of learned and sinusoidal positions', paired by seed, against a margin of "
              f"{COMPETITIVE_MARGIN:.4f} nats a byte (three times the paper's gap): its {LEVEL:.0%} interval inside the "
              "margin reproduces, wholly outside it does not, across it (or one seed) not established"),
-    "size_trend": dict(
-        claim="The NoPos gap narrows as models grow",
-        paper="{:+.4f} nats a byte (NoPos - learned, 125M to 1.3B on the Pile)".format(
-            np.diff(paper_gaps(("learned",)).query("table == 'table2'").nats_per_byte.iloc[[0, -1]])[0]),
-        source="NoPos - learned, Table 2: from {:+.1%} (125M) to {:+.1%} (1.3B), perplexity".format(
-            *nopos_gap(paper_table("table2").loc[["nopos", "learned"]]).iloc[[0, -1]]),
-        rule="NoPos's loss minus the learned model's (one comparator at every size, paired by seed) at the largest "
-             f"size minus at the smallest: below zero beyond its {LEVEL:.0%} t interval reproduces, above it does not, "
-             "within it not established; one seed a size is never established (a spread is borrowed only from the "
-             "same corpus, size and budget)"),
     "learns_position": dict(
         claim="A causal model without positions learns absolute position (a probe reads it from its middle layers)",
         paper="16.5 of 341 positions (argmax error at layer 6 of 24, 4.8% of random)",
@@ -159,20 +150,6 @@ def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> 
                                                                  for (a, b), p in zip(neighbours, pairs))
                   + f"; the ratio rule {ratio_rule} (ALiBi {np.mean(ratios['alibi']):.2f}x, NoPos "
                     f"{np.mean(ratios['nopos']):.2f}x, sinusoidal {np.mean(ratios['sinusoidal']):.2f}x over {length})")
-
-# %% ../nbs/05c_rules.ipynb #e194bb32
-def size_trend(table: pd.DataFrame, sizes) -> Claim:
-    """NoPos's loss minus the learned model's, a value per seed (`table`: a row per `encoding`, `variant` (a size of
-    `sizes`, smallest first) and `seed`, its `perplexity`), at the largest size minus the smallest, paired by seed."""
-    if missing := [e for e in ("nopos", "learned") if e not in set(table.encoding)]:
-        return untested("size_trend", f"{missing} were not trained at every size")
-    gap = lambda size: (_nats(per_seed(table, "perplexity", encoding="nopos", variant=size))
-                        - _nats(per_seed(table, "perplexity", encoding="learned", variant=size)))
-    first, last = gap(sizes[0]), gap(sizes[-1])
-    change = seed_gap(last, first)
-    return _claim("size_trend", decided(change, -1), f"{quoted(change, 'nats a byte')}, {sizes[0]} to {sizes[-1]}",
-                  f"NoPos - learned from {first.mean():+.3f} ({sizes[0]}) to {last.mean():+.3f} ({sizes[-1]}) nats a "
-                  f"byte, {len(first)} seed(s) a size")
 
 # %% ../nbs/05c_rules.ipynb #aa8fd746
 def learns_position(layer: int, trained, untrained, learned, middle: float) -> Claim:
@@ -363,6 +340,57 @@ def gap_closes(train_bytes, gaps) -> Claim:
                   f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} ({LEVEL:.0%} t interval of the fit)",
                   f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g} "
                   f"(r² {fit['r2']:.2f}); the line reaches {reach}")
+
+# %% ../nbs/05c_rules.ipynb #61b0c0a2
+_TABLE2 = paper_gaps(("learned",)).query("table == 'table2'").set_index("setting").nats_per_byte
+PAPER_SIZE_GAPS = {f"Table 2, {size}": float(_TABLE2[size]) for size in ("125M", "1.3B")}  # against learned
+PAPER_SIZE_SLOPE = float(np.log(_TABLE2["1.3B"] / _TABLE2["125M"]) / np.log(1.3e9 / 125e6))  # the two ends' line
+_SIZE_RULE = ("a power law in parameters fitted to NoPos's gap to learned positions (nats a byte, paired by seed: a "
+              "point a seed and size) over the sizes where the learned model passes its positive arm: a slope below "
+              f"zero beyond its {LEVEL:.0%} t interval reproduces; above zero beyond it does not; within it, fewer "
+              "than three points, or a gap at or below zero (no power law), not established")
+STATEMENTS["size_trend"] = dict(
+    claim="The NoPos gap narrows as models grow",
+    paper=f"slope {PAPER_SIZE_SLOPE:+.2f} (NoPos - learned in parameters, Table 2's 125M to 1.3B on the Pile)",
+    source="NoPos - learned, Table 2, every size on the same tokens: " + ", ".join(
+        f"{v:.4f} nats a byte ({k})" for k, v in _TABLE2.items()),
+    rule=f"every size on the same bytes, as the paper's: {_SIZE_RULE}")
+STATEMENTS["size_law"] = dict(
+    claim="On the same bytes a parameter, NoPos's gap to learned positions narrows as models grow",
+    paper="not in the paper",
+    source="not in the paper, whose sizes share their tokens (Table 2): its larger models saw fewer tokens a parameter",
+    rule=f"every size on the core's bytes a parameter: {_SIZE_RULE}")
+
+
+def gap_slope(rule: str, x, gaps, x_name: str, targets: dict, excluded: str = "") -> Claim:
+    """The claim of `rule` (a key of `STATEMENTS`) decided by the slope of a power law of NoPos's `gaps` (nats a byte)
+    against `x` (`x_name`, a point a seed and setting), with where its line would reach each of `targets`;
+    `excluded`: the settings left out of the fit, and why."""
+    x, gaps = np.asarray(x, dtype=float), np.asarray(gaps, dtype=float)
+    left_out = f"; left out: {excluded}" if excluded else ""
+    if problem := power_law_problem(x, gaps):
+        return _claim(rule, "not established", "no power law", f"{problem}{left_out}")
+    fit = power_law_fit(x, gaps)
+    direction = 0 if abs(fit["slope"]) <= fit["slope_halfwidth"] else np.sign(fit["slope"])
+    status = "not established" if direction == 0 else "reproduces" if direction < 0 else "does not reproduce"
+    reach = "; ".join("{} at {} {} ({} to {})".format(name, _bytes(power_law_reach(fit, target)[0]), x_name,
+                                                     *map(_bytes, power_law_reach(fit, target)[1:]))
+                      for name, target in targets.items())
+    (first, smallest), (last, largest) = [(gaps[x == end].mean(), end) for end in (x.min(), x.max())]
+    return _claim(rule, status, f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} ({LEVEL:.0%} t interval of "
+                                "the fit)",
+                  f"gap {first:.3f} at {smallest:.2g} {x_name} to {last:.3f} at {largest:.2g} over {fit['n']} points "
+                  f"(r² {fit['r2']:.2f}); extrapolated, the line reaches {reach}{left_out}")
+
+
+def size_trend(parameters, gaps, excluded: str = "") -> Claim:
+    "The paper's size claim on its protocol (every size on the same bytes): `gap_slope` against `parameters`."
+    return gap_slope("size_trend", parameters, gaps, "parameters", PAPER_SIZE_GAPS, excluded)
+
+
+def size_law(parameters, gaps, excluded: str = "") -> Claim:
+    "Ours beside it (every size on the core's bytes a parameter): `gap_slope` against `parameters`."
+    return gap_slope("size_law", parameters, gaps, "parameters", PAPER_SIZE_GAPS, excluded)
 
 # %% ../nbs/05c_rules.ipynb #e42g0002
 _MODERN = ("not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every "

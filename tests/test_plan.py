@@ -21,7 +21,7 @@ GRID_FUNCTIONS = [
     "masked_grid",
     "twin_runs",
     "corpora_grid",
-    "sizes_grid",
+    "size_grids",
     "lengths_grid",
     "beyond_grid",
     "task_grid",

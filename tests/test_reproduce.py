@@ -188,7 +188,8 @@ def test_smoke_reuses_trained_models(smoke):
         + len(s["seeds"])
         - 1
         + (len(s["corpora"]) - 1) * len(s["table_encodings"]) * one_seed  # the other corpora
-        + (len(s["model_sizes"]) - 1) * len(s["table_encodings"]) * one_seed  # the other sizes
+        # the other sizes, on the same bytes (`table_seeds`) and on the same bytes a parameter (`size_seeds`)
+        + (len(s["model_sizes"]) - 1) * len(s["size_encodings"]) * (one_seed + len(s["size_seeds"]))
         + (len(s["train_lengths"]) - 1) * len(s["table_encodings"]) * one_seed  # the other lengths
         + len([e for e in s["beyond_encodings"] or REGISTERED if e not in ENCODINGS]) * one_seed  # beyond the paper
         + len(s["tasks"]) * len(s["task_encodings"]) * len(s["seeds"])  # the synthetic-task models
