@@ -338,6 +338,7 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     assert str(out / "notebooks" / "02_broken.failed.ipynb") in done.stderr  # where the traceback is
     assert (out / "first.txt").exists() and not (out / "never.txt").exists()
     assert sorted(p.name for p in out.iterdir()) == [
+        ".posenc-reproduce.run.json",  # what the run asked and published: the same command goes on after 01_first
         "first.txt",
         "notebooks",
         "reproduce_timings.csv",
