@@ -64,11 +64,12 @@ def same(a: dict, b: dict) -> bool:
 
 
 def snapshot(folder: Path) -> dict[str, bytes]:
-    "Every file under `folder` (but lock files, which are empty and only ever created) and its bytes."
+    """Every file under `folder` and its bytes, but lock files, which are empty and only ever created, and the record a
+    cut reproduction leaves for the same command to go on (`.posenc-reproduce.run.json`)."""
     return {
         str(p.relative_to(folder)): p.read_bytes()
         for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.suffix != ".lock"
+        if p.is_file() and p.suffix != ".lock" and p.name != ".posenc-reproduce.run.json"
     }
 
 
