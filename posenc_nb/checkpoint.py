@@ -154,6 +154,7 @@ def save_checkpoint(out_dir: Path, model: nn.Module, optimizer: torch.optim.Opti
         atomic_write(out_dir / files["optimizer"], lambda tmp: torch.save(optimizer.state_dict(), tmp))
         meta = dict(config=asdict(cfg), config_hash=config_hash(cfg), step=step, tokens=tokens, finished=finished,
                     files=files, torch_version=torch.__version__, model_version=MODEL_VERSION,
+                    threads=torch.get_num_threads(),  # the weights' last bits depend on it: recorded, not checked
                     sha256={kind: sha256_file(out_dir / name) for kind, name in files.items()},
                     inputs=inputs if inputs is not None else input_checksums(cfg),
                     **({"parent_sha256": parent_sha256} if parent_sha256 else {}))

@@ -141,8 +141,11 @@ OUTPUT_TABLES |= {
     "modern_positions.csv": _table("a modern-positions variant over seeds (and its ppl_at_L, ratio_L columns per "
                                    "length)",
                                    "variant seeds probe_share repeat_train repeat_test"),
-    "reproduce_timings.csv": _table("a notebook of the run (written by `posenc-reproduce`): its seconds",
-                                    "notebook seconds"),
+    # what a run records of itself (its commit, date, threads and host) is blank in a run from before it did
+    "reproduce_timings.csv": _table("a notebook of the run (written by `posenc-reproduce`): its part, its time, the "
+                                    "commit it ran, the date, the threads each model trained on, the host's speed",
+                                    "notebook part seconds minutes profile",
+                                    "train_jobs threads commit date step_ms bf16_peak_gflops"),
 }
 
 # %% ../nbs/05f_outputs.ipynb #1e5cfdef

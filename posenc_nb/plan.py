@@ -8,27 +8,33 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import fields
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from .checkpoint import run_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .grids import experiment_grids, model_parameters
-from .profile_values import PROFILES
+from .learner import Learner, Processes
+from .profile_values import PROFILE_NOTEBOOKS, PROFILES
 from .profiles import profile_parameters
 from .commands import EXIT_STATUS, run_command
 from .files import unwritable, write_output
-from .validation import positive_int
+from .validation import choice_problem, positive_int
+from .workers import side_by_side_jobs
 
 # %% auto #0
-__all__ = ['ASSUMED_TFLOPS', 'profile_trainings', 'training_tokens_of', 'training_flops', 'check_tflops', 'training_plan',
-           'plan_summary', 'train_arguments', 'train_command', 'plan_script', 'chosen_plan', 'train_locally',
-           'plan_main']
+__all__ = ['ASSUMED_TFLOPS', 'PARTS', 'NOTEBOOK_TIME', 'profile_trainings', 'training_tokens_of', 'training_flops',
+           'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script',
+           'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'minutes_here', 'host_speed', 'minutes_line',
+           'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -124,10 +130,109 @@ def plan_script(plan: pd.DataFrame, nproc_per_node: int = 1) -> str:
     return "\n".join([*header, *(train_command(cfg, nproc_per_node) for cfg in plan.config)]) + "\n"
 
 # %% ../nbs/06_plan.ipynb #e7f8a9b0
+def runs_of(plan: pd.DataFrame, names) -> pd.DataFrame:
+    "The rows of `plan` whose runs the notebooks `names` use (None: every notebook)."
+    if names is None:
+        return plan
+    return plan[plan.notebooks.map(lambda used: bool(set(used.split(", ")) & set(names))).astype(bool)]
+
+
 def chosen_plan(profile: str, overrides: dict, todo: list) -> pd.DataFrame:
     "The rows of `training_plan` that the notebooks of `todo` (`(notebook, parameters)` pairs) train."
-    plan, chosen = training_plan(profile, overrides), {nb.stem for nb, _ in todo}
-    return plan[plan.notebooks.map(lambda names: bool(chosen.intersection(names.split(", "))))]
+    return runs_of(training_plan(profile, overrides), [nb.stem for nb, _ in todo])
+
+# %% ../nbs/06_plan.ipynb #79ec795f
+PARTS = {  # the experiment notebooks of each part, in run order
+    "paper": ["00_positive_arm", "01_extrapolation", "02_attention_heatmaps", "03_table1_corpora",
+              "04_table2_model_sizes", "05_table3_train_lengths", "06_probe", "07_mlm_control", "08_appendix"],
+    "beyond": ["09_beyond_the_paper", "10_how_nopos_counts", "11_length_generalisation", "12_start_token_and_budget",
+               "13_modern_positions"],
+}
+
+
+def part_notebooks(parts, profile: str) -> list[str] | None:
+    """The notebooks a run of `profile` runs: those of `parts` (a name of `PARTS`, or several: in the parts' order),
+    else the profile's own choice (`PROFILE_NOTEBOOKS`); None: every one. An unknown part is a `ConfigError` that names
+    the parts."""
+    if not parts:
+        return PROFILE_NOTEBOOKS.get(profile)
+    parts = [parts] if isinstance(parts, str) else list(parts)
+    if problems := [("--part", problem) for part in parts if (problem := choice_problem(part, PARTS))]:
+        raise ConfigError(problems)
+    return [name for part, names in PARTS.items() if part in parts for name in names]
+
+# %% ../nbs/06_plan.ipynb #8a3d654b
+# The notebooks' whole time over the training this estimate counts. From a fresh clone the cpu profile, 236k core steps'
+# worth of training, took about 212 minutes on the 2-core host whose bench step is 59 ms (issue 60): 54 ms a core step
+# all told, where two models side by side there make a core step about every 50 ms (assumed: not yet measured alike).
+# The first part run measures it: reproduce_timings.csv holds each notebook's minutes and the step measured then.
+NOTEBOOK_TIME = 1.1
+
+
+def step_seconds(train_settings: dict, jobs: int = 1, steps: int = 4) -> float:
+    """Seconds a training step of the model `train_settings` describe costs here, with `jobs` such models training
+    side by side on one thread each (on a GPU, one at a time): the best of `steps` `Learner.train_step`s after one to
+    warm up, over `jobs`."""
+    cfg, before = TrainConfig.from_dict(train_settings), torch.get_num_threads()
+    learner = Learner(cfg, Processes.join(cfg.device))
+    jobs = jobs if learner.device.type == "cpu" else 1
+    torch.set_num_threads(1 if jobs > 1 else before)
+    try:
+        times = []
+        for step in range(steps + 1):
+            start = time.perf_counter()
+            learner.train_step(step)
+            if learner.device.type == "cuda":
+                torch.cuda.synchronize(learner.device)
+            times.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(before)
+    return min(times[1:]) / jobs
+
+
+def minutes_here(plan: pd.DataFrame, names: list[str], step: float, core: TrainConfig) -> float:
+    """Minutes the notebooks `names` take here from a fresh clone (`NOTEBOOK_TIME` over their training), every run of
+    `plan` they use costing its FLOPs at `step` seconds a step of the `core` config (`step_seconds`)."""
+    core_steps = runs_of(plan, names).flops.sum() / (training_flops(core) / core.max_steps)
+    return NOTEBOOK_TIME * core_steps * step / 60
+
+# %% ../nbs/06_plan.ipynb #dfeaa4bc
+def host_speed(train_settings: dict, jobs: int) -> dict:
+    """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
+    `jobs` side by side (`step_seconds`); `tflops`, the rate the notebooks sustain at that step (`NOTEBOOK_TIME`);
+    `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two 2048 x 2048 matrices (the kept
+    bench's measure, `posenc_nb.step_speed`, whose chapter comes after this one); `where`, in words."""
+    core, cuda = TrainConfig.from_dict(train_settings), torch.cuda.is_available()
+    jobs = 1 if cuda else jobs  # what `step_seconds` assumes
+    step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
+    a = torch.randn(2048, 2048).to(torch.bfloat16)
+    seconds = []
+    for _ in range(6):  # the first warms up
+        start = time.perf_counter()
+        a @ a
+        seconds.append(time.perf_counter() - start)
+    cores = f"the CPU ({os.cpu_count()} cores, {jobs} model(s) side by side, {threads} thread(s) each)"
+    where = "a GPU" if cuda else cores
+    return dict(step_ms=1e3 * step, tflops=training_flops(core) / core.max_steps / (step * NOTEBOOK_TIME) / 1e12,
+                threads=threads, bf16_peak_gflops=2 * 2048**3 / min(seconds[1:]) / 1e9,
+                where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
+
+
+def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
+    """What the run takes here from a fresh clone (every run it uses trained): each part's minutes, or those of the
+    profile's own notebooks (`PROFILE_NOTEBOOKS`), at a step measured here (`host_speed`); no step is measured of a
+    model of 100M parameters or more on a CPU, where it alone would take minutes."""
+    params = profile_parameters(profile, overrides)
+    core = TrainConfig.from_dict(params["train_settings"])
+    if not torch.cuda.is_available() and model_parameters(core) >= 10**8:
+        return (f"minutes here: not estimated, as the {model_parameters(core) / 1e6:.0f}M parameters of its core model "
+                "are not for this CPU: the GPU-hours above are its cost")
+    host = host_speed(params["train_settings"], side_by_side_jobs(params["train_jobs"]))
+    chosen = {profile: PROFILE_NOTEBOOKS[profile]} if profile in PROFILE_NOTEBOOKS else PARTS
+    minutes = {name: minutes_here(plan, names, host["step_ms"] / 1e3, core) for name, names in chosen.items()}
+    return (f"minutes here, on {host['where']}, from a fresh clone: "
+            + ", ".join(f"{name} about {m:.0f}" for name, m in minutes.items())
+            + " (an estimate until a run measures it: reproduce_timings.csv)")
 
 # %% ../nbs/06_plan.ipynb #1b2c3d4e
 def _posenc_train() -> str:
@@ -192,12 +297,15 @@ def plan_main(argv=None) -> int:
                                 f"{args.out} cannot be written: {reason}; give a path you can write to, e.g. --out "
                                 "plan.sh")])
         tflops, nproc = check_tflops(args.tflops, "--tflops"), positive_int(args.nproc_per_node, "--nproc-per-node")
-        plan = training_plan(args.profile, parse_overrides(args.overrides), tflops=tflops)
+        overrides = parse_overrides(args.overrides)
+        # the runs of the notebooks the profile runs
+        plan = runs_of(training_plan(args.profile, overrides, tflops=tflops), part_notebooks(None, args.profile))
         script = plan_script(plan, nproc)
         numbers = lambda names: ",".join(name.split("_")[0] for name in names.split(", "))  # 01,06: a narrow column
         print(plan[_PLAN_COLUMNS].to_string(index=False,
                                             formatters={"notebooks": numbers, "gpu_hours": "{:.3g}".format}))
         print(plan_summary(plan))
+        print(minutes_line(args.profile, overrides, plan))
         if args.out:
             def executable(tmp: Path):
                 tmp.write_text(script)

@@ -9,7 +9,7 @@ from .config import TRAIN_PRESETS
 from .tasks import TASK_VOCAB_SIZE, TASKS, task_width
 
 # %% auto #0
-__all__ = ['TASK_SEQ_LEN', 'PROFILES', 'DEFAULT_OUT']
+__all__ = ['TASK_SEQ_LEN', 'PROFILES', 'DEFAULT_OUT', 'PROFILE_NOTEBOOKS']
 
 # %% ../nbs/02g_profile_values.ipynb #9cf39536
 _COMMON = dict(
@@ -52,8 +52,10 @@ TASK_SEQ_LEN = max(task_width(task) for task in TASKS)  # every task's longest t
 
 PROFILES: dict[str, dict] = {}
 # relative to the repo
-DEFAULT_OUT = {"smoke": "runs/smoke-figures", "cpu": "figures", "paper": "runs/paper-figures",
-               "gpu": "runs/gpu-figures"}
+DEFAULT_OUT = {"smoke": "runs/smoke-figures", "quick": "runs/quick-figures", "cpu": "figures",
+               "paper": "runs/paper-figures", "gpu": "runs/gpu-figures"}
+# the experiment notebooks a profile runs unless told which (--only, --part); a profile not named here runs them all
+PROFILE_NOTEBOOKS = {"quick": ["00_positive_arm", "01_extrapolation", "06_probe"]}
 
 # %% ../nbs/02g_profile_values.ipynb #8979f686
 PROFILES["smoke"] = dict(
@@ -155,6 +157,21 @@ PROFILES["cpu"].update(
     # 13's 20 minutes: its own budget, set by time before any of its runs (at 6,000 steps, RoPE, the two hybrids and
     # NoPos
     modern_settings=dict(max_steps=800),  # alone, three seeds each, are 72,000 steps: 48 minutes two at a time)
+)
+
+# %% ../nbs/02g_profile_values.ipynb #709f2ab8
+PROFILES["quick"] = dict(
+    PROFILES["cpu"],
+    # A first look in at most 15 minutes on the slower of the 2-core hosts (a core step of 115 ms): the cpu recipe for
+    # 1,200 steps (2.5M bytes; a fifth of its) on one seed, enough for the blog's figure to take its shape (ALiBi flat
+    # past its training length, sinusoidal positions climbing), scored on a quarter of the cpu profile's bytes. One seed
+    # has no spread: its claims say "not established" where the cpu profile's three seeds decide.
+    train_settings=dict(PROFILES["cpu"]["train_settings"], max_steps=1200),
+    seeds=[0],
+    eval_tokens=16_384,
+    context_use_tokens=4096,
+    probe_sequences=512,
+    budget_steps=None,  # the cpu profile's budgets are past these 1,200 steps; the quick look does not run them
 )
 
 # %% ../nbs/02g_profile_values.ipynb #f12ceeec

@@ -14,16 +14,14 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import torch
 from tqdm import tqdm
 
-from .plan import ASSUMED_TFLOPS, plan_summary
+from .plan import plan_summary, runs_of
 from .scores import PROBES_FILE, SCORES_FILE
 from .files import atomic_write
 
 # %% auto #0
-__all__ = ['ASSUMED_CPU_TFLOPS', 'run_state', 'machine_rate', 'about', 'cost_here', 'remaining_seconds', 'clock', 'Tracker',
-           'status', 'Progress', 'record_timings']
+__all__ = ['run_state', 'about', 'cost_here', 'remaining_seconds', 'clock', 'Tracker', 'status', 'Progress', 'record_timings']
 
 # %% ../nbs/06a_progress.ipynb #e2338716
 def _last_logged_step(path: Path, tail: int = 4096) -> int:
@@ -61,17 +59,6 @@ def run_state(folder: Path) -> dict:
                 finished=meta.get("finished") is True, scored=scored)
 
 # %% ../nbs/06a_progress.ipynb #73bf6dc8
-ASSUMED_CPU_TFLOPS = 0.15  # model TFLOP/s the committed cpu run sustained on 2 cores, its notebooks' whole time counted
-
-
-def machine_rate() -> tuple[float, str]:
-    """The TFLOP/s the notebooks' training is assumed to sustain here, and where it trains: a GPU at the plan's rate,
-    else the CPU."""
-    if torch.cuda.is_available():  # where a run's device "auto" trains
-        return ASSUMED_TFLOPS, "a GPU"
-    return ASSUMED_CPU_TFLOPS, f"the CPU ({os.cpu_count()} cores)"
-
-
 def about(seconds: float) -> str:
     "A wait as a reader reads it, rounded: about 40 s, 21 min, 2.5 h."
     if seconds < 90:
@@ -79,16 +66,15 @@ def about(seconds: float) -> str:
     return f"about {seconds / 60:.0f} min" if seconds < 5400 else f"about {seconds / 3600:.1f} h"
 
 
-def cost_here(plan: pd.DataFrame, names: list[str]) -> str:
-    """What training the runs of the notebooks `names` costs, in two lines: `plan_summary` of them (GPU-hours at the
-    plan's rate), then those not finished yet (finished ones are reused) at this machine's assumed rate
-    (`machine_rate`)."""
-    tflops, where = machine_rate()
-    chosen = plan[plan.notebooks.map(lambda used: bool(set(used.split(", ")) & set(names))).astype(bool)]
+def cost_here(plan: pd.DataFrame, names: list[str], tflops: float, where: str) -> str:
+    """What the runs of the notebooks `names` cost, in two lines: `plan_summary` of them (GPU-hours at the plan's rate),
+    then those not finished yet (finished ones are reused) at `tflops`, the rate measured `where` (`host_speed`)."""
+    chosen = runs_of(plan, names)
     todo = chosen[chosen.folder.map(lambda folder: not run_state(folder)["finished"]).astype(bool)]
     return (f"{plan_summary(chosen)}\nhere, on {where}: {len(todo)} of these runs to train ({len(chosen) - len(todo)} "
-            f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(todo.flops.sum() / (tflops * 1e12))} of training "
-            f"at an assumed {tflops:g} TFLOP/s sustained, corrected as they train")
+            f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(todo.flops.sum() / (tflops * 1e12))} in all at "
+            f"{tflops:.3g} TFLOP/s, the notebooks' other work counted (an estimate until measured; corrected as they "
+            "train)")
 
 # %% ../nbs/06a_progress.ipynb #e8845c3b
 def remaining_seconds(left: float, done: float, elapsed: float, settled: float = 0.02) -> float:
@@ -106,11 +92,11 @@ def clock(seconds: float) -> str:
 
 # %% ../nbs/06a_progress.ipynb #affbd905
 class Tracker:
-    """The runs of a reproduction's `plan` as the notebooks `names` run, training assumed at `tflops` (None:
-    `machine_rate`) until measured: `begin(i)` as notebook `i` starts, `look()` reads the folders, `left()` the rest."""
+    """The runs of a reproduction's `plan` as the notebooks `names` run, at `tflops` (the rate `host_speed` measured)
+    until the run measures its own: `begin(i)` as notebook `i` starts, `look()` reads the folders, `left()` the rest."""
 
-    def __init__(self, plan: pd.DataFrame, names: list[str], tflops: float | None = None):
-        rate, self.names, self.i, self.mine = (tflops or machine_rate()[0]) * 1e12, list(names), 0, set()
+    def __init__(self, plan: pd.DataFrame, names: list[str], tflops: float):
+        rate, self.names, self.i, self.mine = tflops * 1e12, list(names), 0, set()
         self.runs = {row.run: dict(folder=Path(row.folder), steps=row.steps, seconds=row.flops / rate,
                                    **run_state(row.folder), notebooks=set(row.notebooks.split(", ")))
                      for row in plan.itertuples()}
@@ -251,13 +237,15 @@ def _earlier_timings(path: Path, log) -> pd.DataFrame | None:
     return pd.DataFrame(columns=["notebook", "profile"])
 
 
-def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print):
+def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print, begins: bool = False):
     """Write a run's `timings` to `path`, a damaged file set aside (`_earlier_timings`): a `whole` run's replace it; an
-    `--only` run's, its notebooks' rows in an earlier run's file of the same profile (one added later joins it)."""
+    `--only` run's or a part's, its notebooks' rows in an earlier run's file of the same profile (one added later joins
+    it); with no such file, a run that `begins` one (a part) writes its own."""
     earlier = _earlier_timings(path, log)
     if not whole:
-        if earlier is None or (len(earlier) and set(earlier.profile) != set(timings.profile)):
+        joins = earlier is not None and (not len(earlier) or set(earlier.profile) == set(timings.profile))
+        if not (joins or begins):
             return
-        kept = earlier[~earlier.notebook.isin(timings.notebook)]
+        kept = earlier[~earlier.notebook.isin(timings.notebook)] if joins else timings.iloc[:0]
         timings = pd.concat([kept, timings]).sort_values("notebook") if len(kept) else timings
     atomic_write(path, lambda tmp: timings.to_csv(tmp, index=False))

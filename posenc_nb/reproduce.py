@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import fcntl
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,13 +28,14 @@ from papermill.translators import translate_parameters
 from .claims import gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
-from .plan import chosen_plan, plan_main, plan_summary, train_locally, training_plan
+from .plan import (PARTS, chosen_plan, host_speed, part_notebooks, plan_main, plan_summary, train_locally,
+                            training_plan)
 from .progress import Progress, Tracker, cost_here, record_timings
 from .profile_values import DEFAULT_OUT, PROFILES
 from .profiles import committed_figures, profile_parameters
 from .report import update_readme
 from .commands import EXIT_STATUS, run_command
-from .files import file_in_the_way, REPO_ROOT, unwritable
+from .files import file_in_the_way, REPO_ROOT, unwritable, write_json
 from .validation import positive_int
 from .workers import side_by_side_jobs
 
@@ -251,8 +255,67 @@ def _only_runner(out_dir: Path):
 
 # %% ../nbs/06c_reproduce.ipynb #30adbc0d
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
+_UNDER_WAY = ".posenc-reproduce.run.json"  # a run's request and the notebooks it published, while it is under way
+_PART_OF = {name: part for part, names in PARTS.items() for name in names}
 
 
+def _published_before(out_dir: Path, request: dict, log) -> list[str]:
+    """The notebooks a cut run of the same `request` published to `out_dir` (its record is still there), to go on
+    after them; none if it asked for something else (said), or if no run was cut."""
+    try:
+        record = json.loads((out_dir / _UNDER_WAY).read_text())
+    except (OSError, ValueError):  # no cut run (or a record cut mid-write: start afresh)
+        return []
+    if not isinstance(record, dict) or record.get("request") != request:
+        log(f"{out_dir / _UNDER_WAY}: a cut run asked for something else; this one runs every notebook it asks for")
+        return []
+    published = [name for name in record.get("published", []) if name in request["notebooks"]]
+    log(f"going on where a cut run stopped: {', '.join(published) or 'no notebook'} published already (delete "
+        f"{out_dir / _UNDER_WAY} to run them again)")
+    return published
+
+# %% ../nbs/06c_reproduce.ipynb #7d8fd02f
+def _rewrite_readme(out_dir: Path, known: list, log):
+    """Rewrite the README's generated blocks from `out_dir` once it holds the results of every `known` notebook (the
+    committed README from the committed figures, elsewhere a copy as `out_dir`/README.md); else say which it lacks."""
+    if missing := [name for name in known if not (out_dir / "notebooks" / f"{name}.ipynb").exists()]:
+        return log(f"the README's blocks are left as they were: {out_dir} lacks the results of {', '.join(missing)}")
+    readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
+    if out_dir != committed_figures():
+        readme = Path(shutil.copyfile(readme, out_dir / "README.md"))
+    log(f"{readme}: rewrote {', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
+
+
+def _commit() -> str:
+    "The commit the notebooks run at (`-dirty`: with changes not committed); 'unknown' outside a git checkout."
+    try:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+# %% ../nbs/06c_reproduce.ipynb #b54c6895
+def _recorder(out_dir: Path, under_way: dict | None, stamp: dict, log, whole: bool, begins: bool):
+    """What records each notebook as it ends (a run cut short keeps what it measured): its row, `stamp`ed, in
+    `reproduce_timings.csv` (`record_timings`: `whole`, `begins`), and its name among those `under_way` published
+    (None: a run not to be taken up again)."""
+    def record(rows: list[dict]):
+        timed = pd.DataFrame(rows).drop(columns="executed")
+        timed = timed.assign(minutes=(timed.seconds / 60).round(1), part=timed.notebook.map(_PART_OF), **stamp)
+        if under_way:
+            write_json(out_dir / _UNDER_WAY, dict(under_way, published=under_way["published"] + list(timed.notebook)))
+        record_timings(timed, out_dir / "reproduce_timings.csv", whole=whole, log=log, begins=begins)
+    return record
+
+
+def _run_stamp(profile: str, jobs: int, host: dict) -> dict:
+    """What each timings row says of its run: the profile, the models side by side and the threads of each, the
+    commit, the date and the host's speed (`host_speed`: its core step, its bfloat16 peak)."""
+    return dict(profile=profile, train_jobs=jobs, threads=host["threads"], commit=_commit(),
+                date=datetime.date.today().isoformat(), step_ms=round(host["step_ms"], 1),
+                bf16_peak_gflops=round(host["bf16_peak_gflops"], 1))
+
+# %% ../nbs/06c_reproduce.ipynb #5e63ab40
 def _run_all(todo: list, out_dir: Path, known: list, progress: Progress, record=lambda rows: None) -> list[dict]:
     """Run each `(notebook, parameters)` of `todo` into `out_dir`, one after another, shown by `progress`; a row per
     notebook with its time, given to `record` as each notebook ends (with the rows before it)."""
@@ -275,47 +338,56 @@ def _run_all(todo: list, out_dir: Path, known: list, progress: Progress, record=
 # %% ../nbs/06c_reproduce.ipynb #889ecc5c
 def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
               experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, launcher: str = "notebooks",
-              nproc_per_node: int = 1, progress=None) -> pd.DataFrame:
-    """Run the experiment notebooks (or those in `only`) under `profile` with `overrides`, each publishing to `out_dir`
-    only if it succeeds (`_run_staged`; other results than the cpu profile's reach the committed figures only with
-    `replace`); a row per notebook with its time, also in `out_dir`/reproduce_timings.csv as each ends. They train
-    `train_jobs` models side by side (None: one a usable core); with `launcher="torchrun"`, torchrun first trains their
-    runs one by one on `nproc_per_node` processes (`train_locally`). A full run rewrites the README's generated blocks
-    (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as `out_dir`/README.md.
-    It first says what their training costs here (`cost_here`); `progress`, a file (the command's stderr), shows each
-    notebook's models and the time left as they run (`posenc_nb.progress.Progress`)."""
+              nproc_per_node: int = 1, progress=None, part=None) -> pd.DataFrame:
+    """Run the experiment notebooks under `profile` with `overrides` - those in `only`, else those of `part` (of
+    `PARTS`, or a list of them: one after the other), else the profile's (`part_notebooks`) - each publishing to
+    `out_dir` only if it succeeds (`_run_staged`; other results than the cpu profile's reach the committed figures only
+    with `replace`); a row per notebook with its time, part, commit, date, threads and this host's speed (`host_speed`),
+    also in `out_dir`/reproduce_timings.csv as each ends. The same request run again after a cut goes on after the
+    notebooks the cut run published (not an `only` run's). They train `train_jobs` models side by side (None: one a
+    usable core); with `launcher="torchrun"`, torchrun first trains their runs one by one on `nproc_per_node` processes
+    (`train_locally`). Once `out_dir` holds every notebook's results, a run (not `only`) rewrites the README's generated
+    blocks (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as
+    `out_dir`/README.md. It first says what it costs here (`cost_here`, at the step it measures); `progress`, a file
+    (the command's stderr), shows each notebook's models and the time left as they run."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
-    out_dir, params, todo, known = _prepare(profile, only, out_dir, overrides, experiments_dir, replace, log)
-    names, plan = [nb.stem for nb, _ in todo], training_plan(profile, overrides)
-    log(f"posenc-reproduce: profile {profile!r}, {len(todo)} notebook(s), figures and tables to {out_dir}")
-    log(cost_here(plan, names))
-    if launcher == "torchrun":
-        train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
-    jobs = side_by_side_jobs(params["train_jobs"])
-
-    def record(rows: list[dict]):  # as each notebook ends: a run cut short keeps what it measured, --only adds the rest
-        timed = pd.DataFrame(rows).drop(columns="executed").assign(profile=profile, train_jobs=jobs)
-        record_timings(timed, out_dir / "reproduce_timings.csv", whole=not only, log=log)
-
+    if only and part:
+        raise ConfigError([("--part", f"{part} with --only: a part is a set of notebooks already; give one of them")])
+    chosen = only or part_notebooks(part, profile)
+    out_dir, params, todo, known = _prepare(profile, chosen, out_dir, overrides, experiments_dir, replace, log)
+    plan, jobs = training_plan(profile, overrides), side_by_side_jobs(params["train_jobs"])
+    request = None if only else dict(profile=profile, overrides=overrides, notebooks=[nb.stem for nb, _ in todo])
     with _only_runner(out_dir):
-        shown = Progress(Tracker(plan, names), log, progress)  # after torchrun: the notebooks' own training is followed
-        timings = pd.DataFrame(_run_all(todo, out_dir, known, shown, record)).assign(profile=profile, train_jobs=jobs)
+        published = _published_before(out_dir, request, log) if request else []
+        todo = [(nb, nb_params) for nb, nb_params in todo if nb.stem not in published]
+        names = [nb.stem for nb, _ in todo]
+        log(f"posenc-reproduce: profile {profile!r}{f', part {part}' if part else ''}, {len(todo)} notebook(s), "
+            f"figures and tables to {out_dir}")
+        host = host_speed(params["train_settings"], jobs)
+        log(cost_here(plan, names, host["tflops"], host["where"]))
+        if launcher == "torchrun":
+            train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
+        under_way = request and dict(request=request, published=published)
+        stamp = _run_stamp(profile, jobs, host)
+        record = _recorder(out_dir, under_way, stamp, log, whole=chosen is None and not published, begins=not only)
+        if under_way:
+            write_json(out_dir / _UNDER_WAY, under_way)
+        shown = Progress(Tracker(plan, names, host["tflops"]), log, progress)  # after torchrun: the notebooks' training
+        timings = pd.DataFrame(_run_all(todo, out_dir, known, shown, record)).assign(**stamp)
+        (out_dir / _UNDER_WAY).unlink(missing_ok=True)
     if not only:
-        readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
-        if out_dir != committed_figures():
-            readme = Path(shutil.copyfile(readme, out_dir / "README.md"))
-        log(f"{readme}: rewrote "
-            f"{', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
+        _rewrite_readme(out_dir, known, log)
     return timings
 
 # %% ../nbs/06c_reproduce.ipynb #f77f4e27
 def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | None = None,
-            experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False) -> pd.DataFrame:
+            experiments_dir=EXPERIMENTS_DIR, log=print, replace: bool = False, part=None) -> pd.DataFrame:
     "What `reproduce` would do, checked and planned: the plan of the runs the chosen notebooks train. Nothing runs."
     overrides = overrides or {}
-    out_dir, _, todo, _ = _prepare(profile, only, out_dir, overrides, experiments_dir, replace, log)
+    chosen = only or part_notebooks(part, profile)
+    out_dir, _, todo, _ = _prepare(profile, chosen, out_dir, overrides, experiments_dir, replace, log)
     plan = chosen_plan(profile, overrides, todo)
     log(f"posenc-reproduce --dry-run: profile {profile!r}, {len(todo)} notebook(s) checked, figures and tables would "
         f"go to {out_dir}\n{plan_summary(plan)}")
@@ -323,8 +395,9 @@ def dry_run(profile: str = "cpu", only=None, out_dir=None, overrides: dict | Non
 
 # %% ../nbs/06c_reproduce.ipynb #6c35e0a4
 def main(argv=None) -> int:
-    """`posenc-reproduce [--profile NAME] [--only NAME ...] [--out DIR] [--replace] [--dry-run] [--launcher torchrun
-    --nproc-per-node N] [key=value ...]`, or `posenc-reproduce plan ...` (see `plan_main`); returns the exit status."""
+    """`posenc-reproduce [--profile NAME] [--part NAME | --only NAME ...] [--out DIR] [--replace] [--dry-run]
+    [--launcher torchrun --nproc-per-node N] [key=value ...]`, or `posenc-reproduce plan ...` (`plan_main`); the exit
+    status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["plan"]:
         return plan_main(argv[1:])
@@ -336,7 +409,12 @@ def main(argv=None) -> int:
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="profile values to replace")
     parser.add_argument("--profile", default="cpu", choices=sorted(PROFILES),
                         help="parameter set (default: cpu, the main job)")
-    parser.add_argument("--only", action="append", metavar="NAME",
+    chosen = parser.add_mutually_exclusive_group()
+    chosen.add_argument("--part", action="append", choices=list(PARTS),
+                        help="run one part, a sitting: paper (notebooks 00-08) or beyond (09-13, training the core "
+                             "models it needs if absent); repeat for both, one after the other. `posenc-reproduce "
+                             "plan` estimates each one's minutes here")
+    chosen.add_argument("--only", action="append", metavar="NAME",
                         help="run only this notebook (name, number, or name without number); repeat for more")
     parser.add_argument("--out", help="folder for figures and CSVs (default: figures/ for cpu, runs/<profile>-figures "
                                       "otherwise)")
@@ -356,5 +434,5 @@ def main(argv=None) -> int:
                                            progress=sys.stderr)
     run = dry_run if args.dry_run else reproduce
     return run_command("posenc-reproduce", lambda: run(
-        args.profile, only=args.only, out_dir=args.out, overrides=parse_overrides(args.overrides),
+        args.profile, only=args.only, part=args.part, out_dir=args.out, overrides=parse_overrides(args.overrides),
         experiments_dir=args.experiments_dir, replace=args.replace, **options))

@@ -16,6 +16,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import fields, replace
 from pathlib import Path
 
+import torch
 from tqdm.auto import tqdm
 
 from .checkpoint import (Run, check_parent, check_run_folder, check_same_config, load_run, nonfinite_weight,
@@ -166,6 +167,21 @@ class TrainingInterrupted(KeyboardInterrupt):
         super().__init__(f"interrupted in step {steps_done + 1}; {kept}.")
 
 # %% ../nbs/03e_train.ipynb #d5ab2147
+_THREADS_SAID: set[int] = set()  # the other thread counts of reused runs this process has said
+
+
+def _say_threads(trained: int | None):
+    """Say once in this process, in one line however many runs it reuses, that a run trained on `trained` threads, not
+    on this process's: reusing it is allowed, but the same config retrained here would not give its weights bit for
+    bit (a record without `threads`, from before they were kept, says nothing)."""
+    here = torch.get_num_threads()
+    if trained is None or trained == here or trained in _THREADS_SAID:
+        return
+    _THREADS_SAID.add(trained)
+    print(f"reusing runs trained on {trained} thread(s), where this process trains on {here}: allowed, but retrained "
+          "here they would not be the same bit for bit (meta.json's threads)")
+
+# %% ../nbs/03e_train.ipynb #8af2f533
 def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = False, progress: bool = True,
           verbose: bool | None = None) -> Run:
     """Train `cfg` into `out_dir` (default `run_dir(cfg)`): resume a checkpoint of the same config there, reuse a
@@ -190,6 +206,7 @@ def train(cfg: TrainConfig, out_dir: str | Path | None = None, force: bool = Fal
         if meta and meta["finished"]:
             check_same_config(meta, cfg, out_dir)
             check_parent(meta, cfg, out_dir)
+            _say_threads(meta.get("threads"))
             say(f"{out_dir}: this config finished training ({meta['step']} steps); reusing it. "
                 "Pass --force (train(..., force=True)) to retrain.")
             return load_run(out_dir, device=cfg.device)

@@ -12,8 +12,9 @@ import nbformat
 import pytest
 
 from posenc_nb.config import TrainConfig, config_hash, parse_overrides
-from posenc_nb.plan import plan_script, training_plan
-from posenc_nb.reproduce import experiment_notebooks, main
+from posenc_nb.plan import PARTS, plan_script, runs_of, training_plan
+from posenc_nb.profile_values import PROFILE_NOTEBOOKS
+from posenc_nb.reproduce import dry_run, experiment_notebooks, main
 
 # The grid functions of posenc_nb.grids that build a notebook's models (everything experiment_grids is made of).
 GRID_FUNCTIONS = [
@@ -89,3 +90,26 @@ def test_posenc_train_accepts_the_planned_command():
     with mock.patch.object(train_module, "train", fake), contextlib.redirect_stdout(io.StringIO()):
         assert train_module.main(words[words.index("posenc-train") + 1 :]) == 0
     assert calls == [(plan.config.iloc[0], plan.folder.iloc[0])]
+
+
+def test_each_notebook_is_in_one_part_and_beyond_plans_the_core_models_it_needs():
+    """The two parts hold every experiment notebook once; run alone on a fresh clone, `beyond` trains the core models
+    its notebooks use, which `paper` trains too (run one after the other, the second reuses them)."""
+    names = [name for part in PARTS.values() for name in part]
+    assert sorted(names) == [p.stem for p in experiment_notebooks()] and len(set(names)) == len(names)
+    beyond, paper = (dry_run("smoke", part=part, log=lambda said: None) for part in ("beyond", "paper"))
+    core = runs_of(training_plan("smoke"), ["01_extrapolation"])
+    shared = set(beyond.run) & set(core.run)
+    assert shared and shared <= set(paper.run), shared
+    assert set(PROFILE_NOTEBOOKS["quick"]) <= set(PARTS["paper"])
+
+
+def test_plan_says_each_parts_minutes_here(capsys):
+    "`posenc-reproduce plan` measures a step here and says each part's minutes from a fresh clone, before its commands."
+    assert main(["plan", "--profile", "smoke"]) == 0
+    out = capsys.readouterr().out
+    said = next(line for line in out.splitlines() if line.startswith("minutes here"))
+    assert re.search(r"a core step every \d+ ms, measured, from a fresh clone: paper about \d+, beyond about \d+", said)
+    assert out.index("minutes here") < out.index("#!/usr/bin/env bash"), out
+    assert main(["plan", "--profile", "quick"]) == 0
+    assert re.search(r"from a fresh clone: quick about \d+ ", capsys.readouterr().out)

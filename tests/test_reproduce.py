@@ -12,9 +12,12 @@ from pathlib import Path
 import nbformat
 import pandas as pd
 import pytest
+import torch
 from nbdev.test import _keep_file
 
+from posenc_nb.checkpoint import read_meta
 from posenc_nb.claims import FINDINGS_DIR, read_claims
+from posenc_nb.config import TrainConfig
 from posenc_nb.outputs import OUTPUT_TABLES, table_problem
 from posenc_nb.position_classifier import ProbeTraining, middle_mad, random_mad
 from posenc_nb.profile_values import PROFILES
@@ -27,6 +30,9 @@ from posenc_nb.reproduce import EXPERIMENTS_DIR, ReproductionError, experiment_n
 from posenc_nb.plan import training_plan
 from posenc_nb.tasks import TASKS
 from posenc_nb.files import REPO_ROOT
+from posenc_nb.train import train
+
+from support import weights
 
 CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; sys.exit(main())"]
 SMOKE = PROFILES["smoke"]
@@ -333,6 +339,7 @@ def test_failing_notebook_stops_the_run_and_names_notebook_and_cell(tmp_path):
     assert str(out / "notebooks" / "02_broken.failed.ipynb") in done.stderr  # where the traceback is
     assert (out / "first.txt").exists() and not (out / "never.txt").exists()
     assert sorted(p.name for p in out.iterdir()) == [
+        ".posenc-reproduce.run.json",  # what the run asked and published: the same command goes on after 01_first
         "first.txt",
         "notebooks",
         "reproduce_timings.csv",
@@ -444,3 +451,18 @@ def test_no_tracked_notebook_carries_run_metadata():
         assert not any("papermill" in c.get("metadata", {}) for c in nb["cells"]), notebook
     for notebook in experiment_notebooks():
         assert not any(c.get("outputs") for c in nbformat.read(notebook, as_version=4).cells), notebook
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_same_config_and_thread_count_give_the_same_weights_bit_for_bit(tmp_path, threads):
+    """Trained twice on the same number of threads, the tiny preset gives the same weights to the last bit, and
+    meta.json records that number (another count may differ in the last bits: reusing such a run is said once)."""
+    cfg, before = TrainConfig.from_preset("tiny", max_steps=8), torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        runs = [train(cfg, out_dir=tmp_path / f"run-{i}", progress=False) for i in range(2)]
+    finally:
+        torch.set_num_threads(before)
+    assert [read_meta(run.out_dir)["threads"] for run in runs] == [threads, threads]
+    first, second = (weights(run.out_dir) for run in runs)
+    assert first.keys() == second.keys() and all(torch.equal(first[name], second[name]) for name in first)
