@@ -22,7 +22,7 @@ from .validation import check_value, choice_problem, fraction_problem, positive_
 
 # %% auto #0
 __all__ = ['PRESETS', 'FORMED_SCORES_LIMIT', 'MODEL_VERSION', 'AUTOCAST_DTYPES', 'ModelConfig', 'AttentionBias', 'attention_bias',
-           'fused_attention', 'whole_bias', 'explicit_attention', 'attention_dtype', 'forms_scores', 'SelfAttention',
+           'whole_bias', 'fused_attention', 'explicit_attention', 'attention_dtype', 'forms_scores', 'SelfAttention',
            'MLP', 'Block', 'LMOutput', 'model_inputs', 'layer_encodings', 'TransformerLM', 'position_token_ratio',
            'check_token_ids', 'encoding_options', 'model_device', 'frozen']
 
@@ -134,6 +134,14 @@ def attention_bias(pos: PositionalEncoding, T: int, causal: bool, dtype: torch.d
 
     return AttentionBias(block)
 
+
+def whole_bias(bias: AttentionBias | None, T: int) -> torch.Tensor | None:
+    "`bias` (of `attention_bias`, at `T` tokens) as one `(1, n_head, T, T)` matrix, queries in order; None if None."
+    if bias is None:
+        return None
+    whole = bias.block(0, T, slice(None))
+    return whole.flip(-2) if bias.reversed_queries else whole
+
 # %% ../nbs/01b_model.ipynb #090ba379
 def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p: float = 0.0,
                     block: int | None = None):
@@ -154,15 +162,7 @@ def fused_attention(q, k, v, bias: AttentionBias | None, causal: bool, dropout_p
         output[..., start:end, :] = order(attended)
     return output
 
-
-def whole_bias(bias: AttentionBias | None, T: int) -> torch.Tensor | None:
-    "`bias` (of `attention_bias`, at `T` tokens) as one `(1, n_head, T, T)` matrix, queries in order; None if None."
-    if bias is None:
-        return None
-    whole = bias.block(0, T, slice(None))
-    return whole.flip(-2) if bias.reversed_queries else whole
-
-
+# %% ../nbs/01b_model.ipynb #5c0e4b16
 class _ExplicitAttention(torch.autograd.Function):
     """softmax(q k^T / sqrt(d) + bias + mask) v and the probabilities: products in q, k and v's dtype, scores and
     softmax in float32; `keep` is dropout's mask, scaled (or None). Each `(B, n_head, T, T)` tensor is passed over as
