@@ -180,11 +180,11 @@ def start_token_grid(train_settings: dict, corpus: str, encodings, seeds) -> Gri
 
 
 def budget_steps_of(train_settings: dict, budget_steps=None) -> list[int]:
-    """The budgets of the gap against the budget, the core's last: `budget_steps`, or an eighth, a quarter and half
-    the core's."""
+    """The budgets of the gap against the budget in steps, the core's among them: `budget_steps`, or a third, two thirds
+    and twice the core's (a fit brackets the core, whose seeds every notebook shares)."""
     core = TrainConfig.from_dict(train_settings).max_steps
-    smaller = budget_steps or [core // 8, core // 4, core // 2]
-    return sorted({n for n in smaller if 0 < n < core}) + [core]
+    others = budget_steps or [core // 3, 2 * core // 3, 2 * core]
+    return sorted({n for n in others if n > 0} | {core})
 
 
 def budget_grid(train_settings: dict, corpus: str, steps, encodings, seeds, start_token: bool = False) -> Grid:
@@ -243,11 +243,12 @@ def shared_runs(runs: dict, grid: Grid) -> list:
 # %% ../nbs/05d_grids.ipynb #a91e8cc5
 def start_and_budget_grids(p: dict) -> list[Grid]:
     """The start-token notebook's: the core and the start-token arm (`start_token_encodings`, every seed), then NoPos
-    and learned, and NoPos with the start token, at each budget (the first seed)."""
+    and learned at each budget (every seed: the gap's fit takes its interval from them), and NoPos with the start token
+    at each budget (the first seed)."""
     ts, corpus, seeds, encodings = p["train_settings"], p["corpus"], p["seeds"], p["start_token_encodings"]
     steps = budget_steps_of(ts, p["budget_steps"])
     return [core_grid(ts, corpus, encodings, seeds), start_token_grid(ts, corpus, encodings, seeds),
-            budget_grid(ts, corpus, steps, ["nopos", "learned"], seeds[:1]),
+            budget_grid(ts, corpus, steps, ["nopos", "learned"], seeds),
             budget_grid(ts, corpus, steps, ["nopos"], seeds[:1], start_token=True)]
 
 

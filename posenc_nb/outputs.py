@@ -16,6 +16,7 @@ from .checkpoint import Run, run_dir
 from .claims import Finding
 from .evaluate import loss_unit
 from .grids import Grid, model_parameters, shared_runs
+from .ngrams import ngram_name
 from .order import WORD_ORDER_LOSSES
 from .paper import PAPER_UNIT, gap_line, nopos_gap
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
@@ -27,8 +28,8 @@ from .validation import suggest
 
 # %% auto #0
 __all__ = ['OUTPUT_TABLES', 'OutputTable', 'table_problem', 'save_table', 'StaleTable', 'read_table', 'table_runs',
-           'perplexity_grid', 'plot_grouped_bars', 'plot_seed_bars', 'save_training_curves', 'core_gap_seeds',
-           'table_findings', 'gap_law_fits', 'plot_gap_law']
+           'perplexity_grid', 'plot_grouped_bars', 'plot_seed_bars', 'draw_ngram_lines', 'save_training_curves',
+           'core_gap_seeds', 'table_findings', 'line_seeds', 'gap_law_fits', 'plot_gap_law']
 
 # %% ../nbs/05f_outputs.ipynb #f5o00002
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ OUTPUT_TABLES |= {
     "start_token_segments.csv": _table("an arm's loss over a segment of positions", "arm encoding bucket segment loss"),
     "gap_budget.csv": _table("NoPos's gap to learned positions in an arm at a budget", "arm steps train_bytes gap"),
     "gap_budget_fit.csv": _table("an arm's power law of the gap in bytes, or why none fits", "arm", "problem"),
+    "ngram_reference.csv": _table("an add-k n-gram model of the training tokens, scored on the validation tokens every "
+                                  "model is", "order model k loss perplexity tokens_scored", "gain window"),
     "modern_perplexity.csv": _table("a modern-positions model at a context length",
                                     "variant encoding seed context_length perplexity train_length"),
     "modern_probe.csv": _table("a modern-positions model's last-layer probe", "variant seed probe_mad middle_mad"),
@@ -266,6 +269,21 @@ def plot_seed_bars(ax, summary: pd.DataFrame, table: pd.DataFrame, baseline: flo
                       for e, v in zip(bars.encoding, bars.variant)])
     style_axes(ax, "positional encoding", "validation perplexity", title=title)
 
+# %% ../nbs/05f_outputs.ipynb #f5o0ng02
+def draw_ngram_lines(ax, ngrams: pd.DataFrame, value: str = "loss") -> None:
+    """A dotted grey line across `ax` at the `value` (`loss` or `perplexity`) of each n-gram model of `ngrams` (rows of
+    `kept_ngram_losses`), named at the right edge; the legend, where `ax` has one, gains an entry for them."""
+    if value not in ngrams.columns:
+        raise ValueError(f"ngrams has no column {value!r}: pass kept_ngram_losses' rows and 'loss' or 'perplexity'")
+    for i, row in enumerate(ngrams.sort_values("order").itertuples()):
+        level = getattr(row, value)
+        ax.axhline(level, color="0.55", linestyle=(0, (1, 2)), linewidth=0.9, zorder=0,
+                   label="add-k n-gram models of the training split" if i == 0 else None)
+        ax.text(1.005, level, ngram_name(row.order), transform=ax.get_yaxis_transform(), fontsize=6, color="0.4",
+                va="center")
+    if ax.get_legend() is not None:
+        ax.legend(frameon=False, fontsize=8)
+
 # %% ../nbs/05f_outputs.ipynb #505aad07
 def _curve_group(run: Run) -> dict:
     "What puts runs on separate panels of the training curves."
@@ -340,19 +358,27 @@ def table_findings(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tok
                     for setting, text in gap_verdicts(nopos_gap(ours), seed_gaps).items()]
 
 # %% ../nbs/05f_outputs.ipynb #61c0c0a2
+def line_seeds(points: pd.DataFrame, x: str):
+    "`points`' `seed` column, to fit a line per seed, where every `x` holds two seeds or more; else None (one line)."
+    return points.seed if len(points) and points.groupby(x).seed.nunique().min() > 1 else None
+
+
 def gap_law_fits(points: pd.DataFrame, by: str, x: str, targets: dict) -> pd.DataFrame:
-    """A power law of `points`' NoPos `gap` against `x` for each `by` group, over its rows with `fitted` true: a row per
-    group and gap of `targets` (name: gap) with the slope, its interval, the line's centre and where it reaches that
-    gap (`power_law_reach`: `reach`, `reach_near`, `reach_far`); or a row with the `problem` where no law fits."""
+    """A power law of `points`' NoPos `gap` against `x` for each `by` group, over its rows with `fitted` true, a line
+    per `seed` where every x holds two seeds or more (else one line through the points): a row per group and gap of
+    `targets` (name: gap) with the slope, its interval (`interval`: over the seeds' slopes or the points), the line's
+    centre and where it reaches that gap (`power_law_reach`: `reach`, `reach_near`, `reach_far`); or a row with the
+    `problem` where no law fits."""
     rows = []
     for group, part in points.groupby(by, sort=False):
         fitted = part[part.fitted]
-        if problem := power_law_problem(fitted[x], fitted.gap):
+        seeds = line_seeds(fitted, x)
+        if problem := power_law_problem(fitted[x], fitted.gap, seeds):
             rows.append({by: group, "problem": problem})
             continue
-        fit = power_law_fit(fitted[x], fitted.gap)
-        law = {by: group, "problem": "", **{k: fit[k] for k in ("slope", "slope_halfwidth", "r2", "n", "centre_x",
-                                                               "centre_y")}}
+        fit = power_law_fit(fitted[x], fitted.gap, seeds)
+        law = {by: group, "problem": "", **{k: fit[k] for k in ("slope", "slope_halfwidth", "interval", "r2", "n",
+                                                               "centre_x", "centre_y")}}
         rows += [dict(law, target=name, target_gap=gap,
                       **dict(zip(("reach", "reach_near", "reach_far"), power_law_reach(fit, gap))))
                  for name, gap in targets.items()]

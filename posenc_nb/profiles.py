@@ -107,13 +107,11 @@ def _train_lengths_problem(lengths: list[int], settings: dict) -> str | None:
 
 # %% ../nbs/02g_profiles.ipynb #3658c5ef
 def _budget_problem(steps: list[int] | None, base: dict) -> str | None:
-    "What is wrong with the smaller budgets `steps` of the core's settings `base`; None when nothing is."
+    "What is wrong with the budgets `steps` (besides the core's) of the core's settings `base`; None when nothing is."
     if steps is None:
         return None
     return (each_entry(positive_int_problem)(steps)
-            or next(filter(None, (_config_problem({**base, "max_steps": n}) for n in steps)), None)
-            or (None if max(steps) < TrainConfig.from_dict(base).max_steps
-                else f"{steps} must stay below the core's max_steps"))
+            or next(filter(None, (_config_problem({**base, "max_steps": n}) for n in steps)), None))
 
 
 _PER_MODEL = ("pos_encoding", "pos_options", "nopos_layers", "nopos_options")  # what `MODERN_VARIANTS` set
@@ -178,7 +176,7 @@ class ExperimentParameters(Checked):
     size_encodings: list[str]  # Table 2's, NoPos and learned among them
     mlm_encodings: list[str]
     start_token_encodings: list[str]  # trained again with a start token (12)
-    budget_steps: list[int] | None  # the budgets below the core's (12; None: an eighth, a quarter, half)
+    budget_steps: list[int] | None  # the budgets besides the core's (12; None: a third, two thirds, twice)
     modern_settings: dict  # keys the modern-positions models change (13)
     drope_steps: int | None  # DroPE's recalibration steps (13; None: a tenth of its parent's)
     beyond_encodings: list[str] | None

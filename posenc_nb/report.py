@@ -220,10 +220,11 @@ START_ARMS = {"core": "no start token", "start token": "start token"}  # an arm 
 
 
 def start_token_table(figures: Path) -> str:
-    """Loss at the core budget (the most steps), nats a byte, mean ± std over seeds, per encoding without and with a
-    start token at the head of every window; last, NoPos's loss minus the learned model's, seed by seed, in each arm."""
+    """Loss at the core budget, nats a byte, mean ± std over seeds, per encoding without and with a start token at the
+    head of every window; last, NoPos's loss minus the learned model's, seed by seed, in each arm."""
     scores = read_table(figures, "start_token_budget.csv")
-    core = scores[scores.steps == scores.steps.max()]
+    # the core budget: where the start-token arm trains every encoding and seed (at the others, NoPos's first seed)
+    core = scores[scores.steps == scores[scores.arm == "start token"].groupby("steps").size().idxmax()]
     table = _mean_std(core, ["encoding", "arm"], "loss", 3).pivot(index="encoding", columns="arm", values="text")
     table = table.loc[list(dict.fromkeys(core.encoding))].rename(index=label)
     by_seed = core.pivot_table(index=["arm", "seed"], columns="encoding", values="loss")
@@ -248,13 +249,13 @@ def _reach(*bytes_: float) -> str:
 
 
 def gap_budget_table(figures: Path) -> str:
-    """NoPos's loss minus the learned model's (nats a byte, the first seed) per budget and arm; below, each arm's power
+    """NoPos's loss minus the learned model's (nats a byte, mean over seeds) per budget and arm; below, each arm's power
     law in training bytes (or why there is none) and the bytes at which its line reaches each of the paper's gaps."""
     gaps = read_table(figures, "gap_budget.csv")
     # all fitted: an empty column, read as floats
     fits = read_table(figures, "gap_budget_fit.csv").astype({"problem": object})
     bytes_at = gaps.groupby("steps").train_bytes.first()
-    table = (gaps.pivot(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
+    table = (gaps.pivot_table(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
              .map(lambda g: "n/a" if pd.isna(g) else f"{g:.3f}")
              .rename(index=lambda steps: f"{steps} steps ({_short_bytes(bytes_at[steps])} bytes)"))
     for arm, part in fits.groupby("arm"):

@@ -10,14 +10,15 @@ import pandas as pd
 
 from .claims import Claim
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap, side
+from .seeds import LEVEL, beyond_spread, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap
+from .seeds import side
 
 # %% auto #0
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'COMPETITIVE_MARGIN', 'HYBRID_MARGIN', 'STATEMENTS', 'BLOG_ORDER',
            'MASKED_COLLAPSE', 'TABLE_ARMS', 'SCALE_COST', 'TASK_LEARNED', 'PAPER_LEARNED_GAPS', 'PAPER_SIZE_GAPS',
            'PAPER_SIZE_SLOPE', 'paper_gaps', 'decided', 'same', 'untested', 'competitive', 'extrapolation',
            'learns_position', 'masked_lm', 'word_order', 'attention_scale', 'length_generalisation', 'start_token',
-           'gap_closes', 'gap_slope', 'size_trend', 'size_law', 'hybrid_quality', 'hybrid_extrapolates',
+           'gap_slope', 'gap_closes', 'size_trend', 'size_law', 'hybrid_quality', 'hybrid_extrapolates',
            'drope_extends']
 
 # %% ../nbs/05c_rules.ipynb #3b485f34
@@ -318,37 +319,54 @@ STATEMENTS["gap_closes"] = dict(
     paper=f"{PAPER_LEARNED_GAPS['Table 2, 125M']:+.4f} nats a byte (NoPos - learned, Table 2's 125M)",
     source="the paper's NoPos-learned gaps in nats a byte: "
            + ", ".join(f"{v:.4f} ({k})" for k, v in PAPER_LEARNED_GAPS.items()),
-    rule=f"a power law in training bytes fitted to the gap at each budget: a slope below zero beyond its {LEVEL:.0%} t "
-         "interval reproduces (with the bytes at which the line reaches the paper's gaps); above zero beyond it does "
-         "not; within it, or a gap at or below zero (no power law), not established")
+    rule=f"a power law in training bytes fitted to NoPos's loss minus the learned model's at each budget where the "
+         "learned model's positive arm passes, a line per seed: the mean slope below zero beyond its "
+         f"{LEVEL:.0%} t interval over the seeds reproduces (with the bytes at which the line reaches the paper's "
+         "gaps, an extrapolation); above zero beyond it does not; within it, too few budgets or seeds, or a gap at or "
+         "below zero (no power law), not established")
 
 
 def _bytes(n: float) -> str:
     return "never" if np.isinf(n) else f"{n:.2g}"
 
 
-def gap_closes(train_bytes, gaps) -> Claim:
-    "NoPos's gap to learned positions (nats a byte, one value a budget) against the `train_bytes` of each budget."
-    if problem := power_law_problem(train_bytes, gaps):
-        return _claim("gap_closes", "not established", "no power law", problem)
-    fit = power_law_fit(train_bytes, gaps)
-    apart = abs(fit["slope"]) > fit["slope_halfwidth"]
-    status = "not established" if not apart else "reproduces" if fit["slope"] < 0 else "does not reproduce"
-    reach = "; ".join("{} at {} bytes ({} to {})".format(name, *map(_bytes, power_law_reach(fit, target)))
-                      for name, target in PAPER_LEARNED_GAPS.items())
-    return _claim("gap_closes", status,
-                  f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} ({LEVEL:.0%} t interval of the fit)",
-                  f"gap {gaps[0]:.3f} at {train_bytes[0]:.2g} bytes to {gaps[-1]:.3f} at {train_bytes[-1]:.2g} "
-                  f"(r² {fit['r2']:.2f}); the line reaches {reach}")
+def gap_slope(rule: str, x, gaps, x_name: str, targets: dict, seeds=None, excluded: str = "") -> Claim:
+    """The claim of `rule` (a key of `STATEMENTS`) decided by the slope of a power law of NoPos's `gaps` (nats a byte)
+    against `x` (`x_name`): with `seeds` (each point's) its interval from the seeds' own lines, else from the points'
+    scatter about one line (`power_law_fit`); below zero beyond it reproduces. Where the line would reach each of
+    `targets` is said as an extrapolation; `excluded`: what was left out of the fit, and why."""
+    x, gaps = np.asarray(x, dtype=float), np.asarray(gaps, dtype=float)
+    left_out = f"; left out: {excluded}" if excluded else ""
+    if problem := power_law_problem(x, gaps, seeds):
+        return _claim(rule, "not established", "no power law", f"{problem}{left_out}")
+    fit = power_law_fit(x, gaps, seeds)
+    slope = dict(gap=fit["slope"], real=beyond_spread(fit["slope"], fit["slope_halfwidth"]))
+    mean_gap = pd.Series(gaps).groupby(x).mean()
+    most = mean_gap.index.max()
+    reach = "; ".join("{} at {} {}, {} the most fitted ({} to {})".format(
+        name, _bytes(at), x_name, "never" if np.isinf(at) else f"{at / most:.3g}x", *map(_bytes, ends))
+        for name, target in targets.items() for at, *ends in [power_law_reach(fit, target)])
+    over = f"{fit['n_seeds']} seeds' slopes" if fit["interval"] == "seeds" else f"{fit['n']} points about one line"
+    return _claim(rule, decided(slope, -1),
+                  f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} ({LEVEL:.0%} t interval over {over})",
+                  f"gap {mean_gap.iloc[0]:.3f} at {mean_gap.index[0]:.2g} {x_name} to {mean_gap.iloc[-1]:.3f} at "
+                  f"{most:.2g} (r² {fit['r2']:.2f}); extrapolated, the line reaches {reach}{left_out}")
+
+
+def gap_closes(train_bytes, gaps, seeds=None) -> Claim:
+    """NoPos's gap to learned positions (nats a byte) against the `train_bytes` of its budget (`gap_slope`): with
+    `seeds`, a value a seed at each budget."""
+    return gap_slope("gap_closes", train_bytes, gaps, "bytes", PAPER_LEARNED_GAPS, seeds)
 
 # %% ../nbs/05c_rules.ipynb #61b0c0a2
 _TABLE2 = paper_gaps(("learned",)).query("table == 'table2'").set_index("setting").nats_per_byte
 PAPER_SIZE_GAPS = {f"Table 2, {size}": float(_TABLE2[size]) for size in ("125M", "1.3B")}  # against learned
 PAPER_SIZE_SLOPE = float(np.log(_TABLE2["1.3B"] / _TABLE2["125M"]) / np.log(1.3e9 / 125e6))  # the two ends' line
-_SIZE_RULE = ("a power law in parameters fitted to NoPos's gap to learned positions (nats a byte, paired by seed: a "
-              "point a seed and size) over the sizes where the learned model passes its positive arm: a slope below "
-              f"zero beyond its {LEVEL:.0%} t interval reproduces; above zero beyond it does not; within it, fewer "
-              "than three points, or a gap at or below zero (no power law), not established")
+_SIZE_RULE = ("a power law in parameters fitted to NoPos's gap to learned positions (nats a byte, paired by seed) over "
+              "the sizes where the learned model passes its positive arm, a line per seed where every seed spans two "
+              f"sizes, else one line through the points: a slope below zero beyond its {LEVEL:.0%} t interval "
+              "reproduces; above zero beyond it does not; within it, too few points, or a gap at or below zero (no "
+              "power law), not established")
 STATEMENTS["size_trend"] = dict(
     claim="The NoPos gap narrows as models grow",
     paper=f"slope {PAPER_SIZE_SLOPE:+.2f} (NoPos - learned in parameters, Table 2's 125M to 1.3B on the Pile)",
@@ -362,35 +380,14 @@ STATEMENTS["size_law"] = dict(
     rule=f"every size on the core's bytes a parameter: {_SIZE_RULE}")
 
 
-def gap_slope(rule: str, x, gaps, x_name: str, targets: dict, excluded: str = "") -> Claim:
-    """The claim of `rule` (a key of `STATEMENTS`) decided by the slope of a power law of NoPos's `gaps` (nats a byte)
-    against `x` (`x_name`, a point a seed and setting), with where its line would reach each of `targets`;
-    `excluded`: the settings left out of the fit, and why."""
-    x, gaps = np.asarray(x, dtype=float), np.asarray(gaps, dtype=float)
-    left_out = f"; left out: {excluded}" if excluded else ""
-    if problem := power_law_problem(x, gaps):
-        return _claim(rule, "not established", "no power law", f"{problem}{left_out}")
-    fit = power_law_fit(x, gaps)
-    direction = 0 if abs(fit["slope"]) <= fit["slope_halfwidth"] else np.sign(fit["slope"])
-    status = "not established" if direction == 0 else "reproduces" if direction < 0 else "does not reproduce"
-    reach = "; ".join("{} at {} {} ({} to {})".format(name, _bytes(power_law_reach(fit, target)[0]), x_name,
-                                                     *map(_bytes, power_law_reach(fit, target)[1:]))
-                      for name, target in targets.items())
-    (first, smallest), (last, largest) = [(gaps[x == end].mean(), end) for end in (x.min(), x.max())]
-    return _claim(rule, status, f"slope {fit['slope']:+.2f} ± {fit['slope_halfwidth']:.2f} ({LEVEL:.0%} t interval of "
-                                "the fit)",
-                  f"gap {first:.3f} at {smallest:.2g} {x_name} to {last:.3f} at {largest:.2g} over {fit['n']} points "
-                  f"(r² {fit['r2']:.2f}); extrapolated, the line reaches {reach}{left_out}")
-
-
-def size_trend(parameters, gaps, excluded: str = "") -> Claim:
+def size_trend(parameters, gaps, seeds=None, excluded: str = "") -> Claim:
     "The paper's size claim on its protocol (every size on the same bytes): `gap_slope` against `parameters`."
-    return gap_slope("size_trend", parameters, gaps, "parameters", PAPER_SIZE_GAPS, excluded)
+    return gap_slope("size_trend", parameters, gaps, "parameters", PAPER_SIZE_GAPS, seeds, excluded)
 
 
-def size_law(parameters, gaps, excluded: str = "") -> Claim:
+def size_law(parameters, gaps, seeds=None, excluded: str = "") -> Claim:
     "Ours beside it (every size on the core's bytes a parameter): `gap_slope` against `parameters`."
-    return gap_slope("size_law", parameters, gaps, "parameters", PAPER_SIZE_GAPS, excluded)
+    return gap_slope("size_law", parameters, gaps, "parameters", PAPER_SIZE_GAPS, seeds, excluded)
 
 # %% ../nbs/05c_rules.ipynb #e42g0002
 _MODERN = ("not in the paper; since it, Llama 4 and SmolLM3 drop RoPE on every 4th layer, Cohere's Command A on every "

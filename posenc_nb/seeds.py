@@ -175,27 +175,44 @@ def gap_verdicts(gaps: pd.Series, seed_gaps=None, core=None) -> dict[str, str]:
             for setting, gap in gaps.items()}
 
 # %% ../nbs/05a_seeds.ipynb #b0d9e1a2
-def power_law_problem(x, y) -> str | None:
-    "Why `y` against `x` cannot be fitted by a power law; None when it can."
+def power_law_problem(x, y, seeds=None) -> str | None:
+    "Why `y` against `x` (with `seeds`, the seed of each point) cannot be fitted by a power law; None when it can."
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if x.size != y.size or x.size < 3:
-        return f"a power law needs at least three (x, y) points, got {x.size} x and {y.size} y values"
+    if x.size != y.size or (seeds is not None and np.size(seeds) != x.size):
+        return (f"a power law needs an x, a y (and a seed, when seeds are given) for each point, got {x.size} x, "
+                f"{y.size} y" + ("" if seeds is None else f" and {np.size(seeds)} seeds"))
+    if seeds is None and x.size < 3:
+        return f"a power law needs at least three (x, y) points, got {x.size}"
+    if seeds is not None:
+        xs = pd.Series(x).groupby(np.asarray(seeds)).nunique()
+        if len(xs) < 2 or (xs < 2).any():
+            return ("a slope's interval from the seeds needs two seeds at least, each at two x or more, got "
+                    + (", ".join(f"seed {s} at {n}" for s, n in xs.items()) or "no points"))
     if (x <= 0).any() or (y <= 0).any():
         return f"a power law needs positive values, got y = {np.round(y, 4).tolist()} at x = {x.tolist()}"
 
 
-def power_law_fit(x, y, level: float = LEVEL) -> dict:
-    """y = exp(centre_y) * (x / exp(centre_x)) ** slope by least squares on log-log axes: the slope, the half-width of
-    its `level` t interval, the centre the line passes through and r²; ValueError where `power_law_problem` finds
-    one."""
-    if problem := power_law_problem(x, y):
+def power_law_fit(x, y, seeds=None, level: float = LEVEL) -> dict:
+    """y = exp(centre_y) * (x / exp(centre_x)) ** slope on log-log axes: the slope and the half-width of its `level` t
+    interval (a line through all the points, or with `seeds` the mean of each seed's line and its spread: `interval`
+    says which), the centre the line passes through and r²; ValueError where `power_law_problem` finds one."""
+    if problem := power_law_problem(x, y, seeds):
         raise ValueError(problem)
     logx, logy = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
-    line = stats.linregress(logx, logy)
-    return dict(slope=line.slope, slope_halfwidth=t_quantile(logx.size - 2, level) * line.stderr, centre_x=logx.mean(),
-                centre_y=logy.mean(), r2=line.rvalue**2, n=logx.size)
+    centre = dict(centre_x=logx.mean(), centre_y=logy.mean(), n=logx.size)
+    if seeds is None:
+        line = stats.linregress(logx, logy)
+        return dict(slope=line.slope, slope_halfwidth=t_quantile(logx.size - 2, level) * line.stderr, r2=line.rvalue**2,
+                    interval="points", n_seeds=None, **centre)
+    seeds = np.asarray(seeds)
+    slopes = np.array([stats.linregress(logx[seeds == s], logy[seeds == s]).slope for s in np.unique(seeds)])
+    residuals = logy - centre["centre_y"] - slopes.mean() * (logx - centre["centre_x"])
+    return dict(slope=slopes.mean(), slope_halfwidth=paired_halfwidth(slopes, level),
+                r2=1 - (residuals**2).sum() / ((logy - logy.mean()) ** 2).sum(), interval="seeds",
+                n_seeds=slopes.size, **centre)
 
 
+# %% ../nbs/05a_seeds.ipynb #b0d9e1a4
 def power_law_reach(fit: dict, target: float) -> tuple[float, float, float]:
     """The x past the centre of `fit`'s points at which its line reaches y = `target`, then the nearest and the farthest
     such x with the slope anywhere in its interval (the line turned about its centre); inf where a slope never does."""

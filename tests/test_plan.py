@@ -113,3 +113,15 @@ def test_plan_says_each_parts_minutes_here(capsys):
     assert out.index("minutes here") < out.index("#!/usr/bin/env bash"), out
     assert main(["plan", "--profile", "quick"]) == 0
     assert re.search(r"from a fresh clone: quick about \d+ ", capsys.readouterr().out)
+
+
+def test_the_budget_curve_trains_every_seed_at_every_budget():
+    """The cpu profile's gap against the budget: NoPos and learned positions, every seed, at 2,000, 4,000, the core's
+    6,000 and 12,000 steps (no 1,000: the regime before positions pay); NoPos with the start token the first seed."""
+    plan = training_plan("cpu")
+    budget = plan[plan.notebooks.str.contains("12_start_token_and_budget")]
+    seeds = {(enc, steps): set(part.seed) for (enc, steps), part in budget.groupby(["encoding", "steps"])}
+    for steps in (2000, 4000, 6000, 12_000):
+        assert seeds[("learned", steps)] == {0, 1, 2}, (steps, seeds)
+        assert {0, 1, 2} <= seeds[("nopos", steps)], (steps, seeds)
+    assert 1000 not in set(budget.steps)
