@@ -6,8 +6,10 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -16,12 +18,13 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from .plan import plan_summary, runs_of
+from .plan import PARTS, plan_summary, runs_of
 from .scores import PROBES_FILE, SCORES_FILE
-from .files import atomic_write
+from .files import REPO_ROOT, atomic_write, write_json
 
 # %% auto #0
-__all__ = ['run_state', 'about', 'cost_here', 'remaining_seconds', 'clock', 'Tracker', 'status', 'Progress', 'record_timings']
+__all__ = ['UNDER_WAY', 'run_state', 'about', 'cost_here', 'remaining_seconds', 'clock', 'Tracker', 'status', 'Progress',
+           'record_timings', 'published_before', 'recorder', 'run_stamp']
 
 # %% ../nbs/06a_progress.ipynb #e2338716
 def _last_logged_step(path: Path, tail: int = 4096) -> int:
@@ -249,3 +252,53 @@ def record_timings(timings: pd.DataFrame, path: Path, whole: bool, log=print, be
         kept = earlier[~earlier.notebook.isin(timings.notebook)] if joins else timings.iloc[:0]
         timings = pd.concat([kept, timings]).sort_values("notebook") if len(kept) else timings
     atomic_write(path, lambda tmp: timings.to_csv(tmp, index=False))
+
+# %% ../nbs/06a_progress.ipynb #1cfabdab
+UNDER_WAY = ".posenc-reproduce.run.json"  # a run's request and the notebooks it published, while it is under way
+_PART_OF = {name: part for part, names in PARTS.items() for name in names}
+
+
+def published_before(out_dir: Path, request: dict, log) -> list[str]:
+    """The notebooks a cut run of the same `request` published to `out_dir` (its record, `UNDER_WAY`, is still there),
+    to go on after them; none if it asked for something else (said), or if no run was cut."""
+    try:
+        record = json.loads((out_dir / UNDER_WAY).read_text())
+    except (OSError, ValueError):  # no cut run (or a record cut mid-write: start afresh)
+        return []
+    if not isinstance(record, dict) or record.get("request") != request:
+        log(f"{out_dir / UNDER_WAY}: a cut run asked for something else; this one runs every notebook it asks for")
+        return []
+    published = [name for name in record.get("published", []) if name in request["notebooks"]]
+    log(f"going on where a cut run stopped: {', '.join(published) or 'no notebook'} published already (delete "
+        f"{out_dir / UNDER_WAY} to run them again)")
+    return published
+
+
+def recorder(out_dir: Path, under_way: dict | None, stamp: dict, log, whole: bool, begins: bool):
+    """What records each notebook as it ends (a run cut short keeps what it measured): its row, `stamp`ed, in
+    `reproduce_timings.csv` (`record_timings`: `whole`, `begins`), and its name among those `under_way` published
+    (None: a run not to be taken up again)."""
+    def record(rows: list[dict]):
+        timed = pd.DataFrame(rows).drop(columns="executed")
+        timed = timed.assign(minutes=(timed.seconds / 60).round(1), part=timed.notebook.map(_PART_OF), **stamp)
+        if under_way:
+            write_json(out_dir / UNDER_WAY, dict(under_way, published=under_way["published"] + list(timed.notebook)))
+        record_timings(timed, out_dir / "reproduce_timings.csv", whole=whole, log=log, begins=begins)
+    return record
+
+# %% ../nbs/06a_progress.ipynb #2305b7b3
+def _commit() -> str:
+    "The commit the notebooks run at (`-dirty`: with changes not committed); 'unknown' outside a git checkout."
+    try:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def run_stamp(profile: str, jobs: int, host: dict) -> dict:
+    """What each timings row says of its run: the profile, the models side by side and the threads of each, the
+    commit, the date and the host's speed (`host_speed`: its core step, its bfloat16 peak)."""
+    return dict(profile=profile, train_jobs=jobs, threads=host["threads"], commit=_commit(),
+                date=datetime.date.today().isoformat(), step_ms=round(host["step_ms"], 1),
+                bf16_peak_gflops=round(host["bf16_peak_gflops"], 1))

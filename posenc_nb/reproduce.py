@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import fcntl
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +27,7 @@ from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
 from .plan import (PARTS, chosen_plan, host_speed, part_notebooks, plan_main, plan_summary, train_locally,
                             training_plan)
-from .progress import Progress, Tracker, cost_here, record_timings
+from .progress import UNDER_WAY, Progress, Tracker, cost_here, published_before, recorder, run_stamp
 from .profile_values import DEFAULT_OUT, PROFILES
 from .profiles import committed_figures, profile_parameters
 from .report import update_readme
@@ -255,24 +252,6 @@ def _only_runner(out_dir: Path):
 
 # %% ../nbs/06c_reproduce.ipynb #30adbc0d
 LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own models, or torchrun before them
-_UNDER_WAY = ".posenc-reproduce.run.json"  # a run's request and the notebooks it published, while it is under way
-_PART_OF = {name: part for part, names in PARTS.items() for name in names}
-
-
-def _published_before(out_dir: Path, request: dict, log) -> list[str]:
-    """The notebooks a cut run of the same `request` published to `out_dir` (its record is still there), to go on
-    after them; none if it asked for something else (said), or if no run was cut."""
-    try:
-        record = json.loads((out_dir / _UNDER_WAY).read_text())
-    except (OSError, ValueError):  # no cut run (or a record cut mid-write: start afresh)
-        return []
-    if not isinstance(record, dict) or record.get("request") != request:
-        log(f"{out_dir / _UNDER_WAY}: a cut run asked for something else; this one runs every notebook it asks for")
-        return []
-    published = [name for name in record.get("published", []) if name in request["notebooks"]]
-    log(f"going on where a cut run stopped: {', '.join(published) or 'no notebook'} published already (delete "
-        f"{out_dir / _UNDER_WAY} to run them again)")
-    return published
 
 # %% ../nbs/06c_reproduce.ipynb #7d8fd02f
 def _rewrite_readme(out_dir: Path, known: list, log):
@@ -284,36 +263,6 @@ def _rewrite_readme(out_dir: Path, known: list, log):
     if out_dir != committed_figures():
         readme = Path(shutil.copyfile(readme, out_dir / "README.md"))
     log(f"{readme}: rewrote {', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
-
-
-def _commit() -> str:
-    "The commit the notebooks run at (`-dirty`: with changes not committed); 'unknown' outside a git checkout."
-    try:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), "describe", "--always", "--dirty", "--abbrev=12"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-# %% ../nbs/06c_reproduce.ipynb #b54c6895
-def _recorder(out_dir: Path, under_way: dict | None, stamp: dict, log, whole: bool, begins: bool):
-    """What records each notebook as it ends (a run cut short keeps what it measured): its row, `stamp`ed, in
-    `reproduce_timings.csv` (`record_timings`: `whole`, `begins`), and its name among those `under_way` published
-    (None: a run not to be taken up again)."""
-    def record(rows: list[dict]):
-        timed = pd.DataFrame(rows).drop(columns="executed")
-        timed = timed.assign(minutes=(timed.seconds / 60).round(1), part=timed.notebook.map(_PART_OF), **stamp)
-        if under_way:
-            write_json(out_dir / _UNDER_WAY, dict(under_way, published=under_way["published"] + list(timed.notebook)))
-        record_timings(timed, out_dir / "reproduce_timings.csv", whole=whole, log=log, begins=begins)
-    return record
-
-
-def _run_stamp(profile: str, jobs: int, host: dict) -> dict:
-    """What each timings row says of its run: the profile, the models side by side and the threads of each, the
-    commit, the date and the host's speed (`host_speed`: its core step, its bfloat16 peak)."""
-    return dict(profile=profile, train_jobs=jobs, threads=host["threads"], commit=_commit(),
-                date=datetime.date.today().isoformat(), step_ms=round(host["step_ms"], 1),
-                bf16_peak_gflops=round(host["bf16_peak_gflops"], 1))
 
 # %% ../nbs/06c_reproduce.ipynb #5e63ab40
 def _run_all(todo: list, out_dir: Path, known: list, progress: Progress, record=lambda rows: None) -> list[dict]:
@@ -360,7 +309,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     plan, jobs = training_plan(profile, overrides), side_by_side_jobs(params["train_jobs"])
     request = None if only else dict(profile=profile, overrides=overrides, notebooks=[nb.stem for nb, _ in todo])
     with _only_runner(out_dir):
-        published = _published_before(out_dir, request, log) if request else []
+        published = published_before(out_dir, request, log) if request else []
         todo = [(nb, nb_params) for nb, nb_params in todo if nb.stem not in published]
         names = [nb.stem for nb, _ in todo]
         log(f"posenc-reproduce: profile {profile!r}{f', part {part}' if part else ''}, {len(todo)} notebook(s), "
@@ -370,13 +319,13 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         if launcher == "torchrun":
             train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
         under_way = request and dict(request=request, published=published)
-        stamp = _run_stamp(profile, jobs, host)
-        record = _recorder(out_dir, under_way, stamp, log, whole=chosen is None and not published, begins=not only)
+        stamp = run_stamp(profile, jobs, host)
+        record = recorder(out_dir, under_way, stamp, log, whole=chosen is None and not published, begins=not only)
         if under_way:
-            write_json(out_dir / _UNDER_WAY, under_way)
+            write_json(out_dir / UNDER_WAY, under_way)
         shown = Progress(Tracker(plan, names, host["tflops"]), log, progress)  # after torchrun: the notebooks' training
         timings = pd.DataFrame(_run_all(todo, out_dir, known, shown, record)).assign(**stamp)
-        (out_dir / _UNDER_WAY).unlink(missing_ok=True)
+        (out_dir / UNDER_WAY).unlink(missing_ok=True)
     if not only:
         _rewrite_readme(out_dir, known, log)
     return timings
