@@ -32,7 +32,7 @@ from .batches import lm_batch
 from .train import Trainer
 from .step_speed import (PRECISIONS, bench_train, matmul_peaks, plain_step, step_breakdown, timing_config,
                                   train_flops_per_token, wall_seconds)
-from .workers import time_side_by_side
+from .workers import _available_memory, time_side_by_side
 from .commands import EXIT_STATUS, run_command
 from .files import unwritable, write_output
 from .validation import choice_problem, each_entry, explained, or_null, positive_int_problem, suggest
@@ -328,10 +328,45 @@ _RULES = [  # (argument, its rule): every one checked before any work starts
 ]
 
 
+def _gib(size: float) -> str:
+    return f"{size / 2**30:.1f} GiB"
+
+
+def _memory_problems(arguments: dict, available: int | None) -> list[tuple[str, str]]:
+    """`(key, problem)` for the sizes of `run_benchmark`'s `arguments` whose training step (`preset`, `batch_size` x
+    `seq_len`) or longest forward pass (`lengths`) would not fit the `available` bytes (None: not known): estimated
+    from the model's shape in float32, with room, before anything is allocated."""
+    if available is None:
+        return []
+    shape, preset, problems = PRESETS[arguments["preset"]], arguments["preset"], []
+    layers, d_model = shape["n_layer"], shape["d_model"]
+    params = lambda vocab: vocab * d_model + layers * (12 * d_model**2 + 13 * d_model)  # tied embeddings
+    have = f"this machine has {_gib(available)} available (MemAvailable)"
+    if "train" in arguments["sections"]:  # every encoding's model and AdamW state held at once (`bench_train`)
+        models, tokens = len(arguments["encodings"]), arguments["batch_size"] * arguments["seq_len"]
+        state, step = 16 * models * params(259), 4 * tokens * (24 * d_model * layers + 3 * 259)
+        if state + step > available:
+            key, give = (("preset", "a smaller preset (e.g. cpu-core), or fewer encodings") if state > available else
+                         ("batch_size", "a smaller batch_size or seq_len"))
+            problems.append((key, f"the training section of preset {preset} holds {models} model(s) with their "
+                                  f"gradients and AdamW state ({_gib(state)}) and a step of batch_size x seq_len = "
+                                  f"{tokens} tokens ({_gib(step)}), and {have}; give {give}"))
+    if "eval" in arguments["sections"]:  # batch 1, no grad, in a child process (`measure_forward`)
+        longest, fixed = max(arguments["lengths"]), 2**28 + 4 * params(2048) + shape["n_head"] * 2**22
+        per_token = 4 * (16 * d_model + 2 * 2048)
+        if fixed + per_token * longest > available:
+            fits = (available - fixed) // per_token
+            give = f"lengths of at most {fits}" if fits > 0 else "a smaller preset (e.g. cpu-core)"
+            problems.append(("lengths", f"a forward pass of preset {preset} at T={longest} needs about "
+                                        f"{_gib(fixed + per_token * longest)}, and {have}; give {give}"))
+    return problems
+
+
 def _argument_problems(arguments: dict) -> list[tuple[str, str]]:
     """`(key, problem)` for each of `run_benchmark`'s `arguments` it cannot run on: every one found before any work
-    starts."""
-    return [(key, problem) for key, rule in _RULES if (problem := rule(arguments[key]))]
+    starts; the sizes, once all are valid, against the memory this machine has (`_memory_problems`)."""
+    problems = [(key, problem) for key, rule in _RULES if (problem := rule(arguments[key]))]
+    return problems or _memory_problems(arguments, _available_memory())
 
 # %% ../nbs/07c_bench.ipynb #c9e1a3b5
 def main(argv=None):
@@ -361,7 +396,12 @@ def main(argv=None):
             raise ConfigError(problems)
         if args.threads:
             torch.set_num_threads(args.threads)
-        report = run_benchmark(**overrides)
+        try:
+            report = run_benchmark(**overrides)
+        except KeyboardInterrupt:  # nothing measured is kept: "rerun to go on" would not be true
+            raise KeyboardInterrupt("interrupted; a benchmark keeps none of what it measured until its report is "
+                                    f"whole, and nothing was written{f' to {out}' if out else ''}: rerun the same "
+                                    "command to measure from the start") from None
         print(report)
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -1400,3 +1400,31 @@ def test_config_values_that_cannot_work_say_what_to_give(tmp_path, capsys, overr
     code, err = posenc_train(["--config", write_config(tmp_path / "tiny.yaml"), "--out", out, *args], capsys)
     assert code == 2 and all(fact in err for fact in facts) and not_said not in err, err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "override, key, facts",
+    [
+        ("batch_size=1000000", "batch_size", ["batch_size x seq_len = 128000000 tokens", "smaller batch_size"]),
+        ("lengths=[128,100000000]", "lengths", ["at T=100000000", "lengths of at most"]),
+        ("preset=gpt3-1.3b", "preset", ["holds 9 model(s)", "a smaller preset"]),
+    ],
+)
+def test_bench_sizes_beyond_memory_are_refused_before_work(capsys, monkeypatch, override, key, facts):
+    "Before: posenc-bench took any batch_size, lengths or preset, and ended in the allocator's text or a child's trace."
+    monkeypatch.setattr(bench, "_available_memory", lambda: 8 * 2**30)
+    monkeypatch.setattr(step_speed, "matmul_peak_flops", lambda *a, **k: pytest.fail("the benchmark started"))
+    code, err = command(bench.main, [override], capsys)
+    assert code == 2 and f"{key}: " in err and "8.0 GiB available" in err and all(f in err for f in facts), err
+
+
+def test_an_interrupted_bench_says_nothing_was_kept(tmp_path, capsys, monkeypatch):
+    'Before: Ctrl-C while it measured said "rerun to go on", though a benchmark keeps nothing it measured.'
+
+    def interrupted(**keys):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "run_benchmark", interrupted)
+    code, err = command(bench.main, ["--out", tmp_path / "bench.md"], capsys)
+    assert code == 130 and "keeps none of what it measured" in err and "rerun to go on" not in err, err
+    assert not (tmp_path / "bench.md").exists()
