@@ -2,7 +2,7 @@
 gets a ValueError carrying the facts at fault.
 
 Errors are checked by type and by the facts their message must carry (the offending value, the argument, the limit),
-not by their wording. What a chapter's examples already check (nbs/04a_evaluate .. nbs/04d_attention, nbs/04_plots) is
+not by their wording. What a chapter's examples already check (nbs/04a_evaluate .. nbs/04e_attention, nbs/04_plots) is
 not repeated here: this file sweeps every entry point with the same bad input, and covers what the chapters do not.
 """
 
@@ -218,13 +218,13 @@ def test_probe_layer_that_does_not_exist(layer, models, tokens):
 
 @pytest.mark.parametrize("layer", [0, 3])
 def test_attention_grid_layer_that_does_not_exist(layer, models, tokenizer):
-    "attention_maps refuses these layers in nbs/04d_attention; the grid checks its `layers` the same way."
+    "attention_maps refuses these layers in nbs/04e_attention; the grid checks its `layers` the same way."
     message = error_message(lambda: plot_attention_grid(models["nopos"], tokenizer, SENTENCE, layers=[layer]))
     assert f"layer {layer}" in message and "1..2" in message, message
 
 
 def test_negative_head_does_not_exist(models, tokenizer):
-    "A head past the last one is refused in nbs/04d_attention; a negative one (a valid Python index) is refused too."
+    "A head past the last one is refused in nbs/04e_attention; a negative one (a valid Python index) is refused too."
     message = error_message(lambda: attention_maps(models["nopos"], tokenizer, SENTENCE, layer=1, head=-1))
     assert "head -1" in message and "0..1" in message, message
 
