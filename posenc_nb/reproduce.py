@@ -22,6 +22,7 @@ from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 from papermill.translators import translate_parameters
 
+from .checkpoint import runs_dir
 from .claims import gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
@@ -38,7 +39,7 @@ from .workers import side_by_side_jobs
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'ReproductionError',
-           'clear_dead_kernel_folders', 'run_notebook', 'reproduce', 'dry_run', 'main']
+           'clear_dead_kernel_folders', 'run_notebook', 'default_out', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/06c_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -160,12 +161,18 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     _without_paths(output)
     return output
 
+# %% ../nbs/06c_reproduce.ipynb #59d0c0a1
+def default_out(profile: str) -> Path:
+    """Where a run of `profile` writes without `--out`: the cpu profile into the committed figures; another beside the
+    runs (`$POSENC_RUNS_DIR` when set, so a clone kept clean keeps its figures out too), as its `DEFAULT_OUT` names."""
+    return REPO_ROOT / DEFAULT_OUT[profile] if profile == "cpu" else runs_dir() / Path(DEFAULT_OUT[profile]).name
+
 # %% ../nbs/06c_reproduce.ipynb #6bae7da4
 def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tuple[Path, dict]:
     """The output folder, resolved, and the parameters; first an error for an unknown profile or key, a bad parameter,
     or other results aimed at the committed figures."""
     params = profile_parameters(profile, overrides)
-    out_dir = Path(out_dir if out_dir is not None else REPO_ROOT / DEFAULT_OUT[profile]).resolve()
+    out_dir = Path(out_dir if out_dir is not None else default_out(profile)).resolve()
     if blocker := file_in_the_way(out_dir):
         raise ConfigError([("out",
                             f"{blocker} is a file; give a folder for the figures and tables, e.g. --out runs/NAME")])
