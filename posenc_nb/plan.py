@@ -227,7 +227,8 @@ def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     if not torch.cuda.is_available() and model_parameters(core) >= 10**8:
         return (f"minutes here: not estimated, as the {model_parameters(core) / 1e6:.0f}M parameters of its core model "
                 "are not for this CPU: the GPU-hours above are its cost")
-    host = host_speed(params["train_settings"], side_by_side_jobs(params["train_jobs"]))
+    # the step of the profile's own corpus: no other corpus is tokenized to time it
+    host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), side_by_side_jobs(params["train_jobs"]))
     chosen = {profile: PROFILE_NOTEBOOKS[profile]} if profile in PROFILE_NOTEBOOKS else PARTS
     minutes = {name: minutes_here(plan, names, host["step_ms"] / 1e3, core) for name, names in chosen.items()}
     return (f"minutes here, on {host['where']}, from a fresh clone: "

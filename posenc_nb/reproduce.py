@@ -321,7 +321,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         names = [nb.stem for nb, _ in todo]
         log(f"posenc-reproduce: profile {profile!r}{f', part {part}' if part else ''}, {len(todo)} notebook(s), "
             f"figures and tables to {out_dir}")
-        host = host_speed(params["train_settings"], jobs)
+        host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), jobs)  # its corpus, tokenized once
         log(cost_here(plan, names, host["tflops"], host["where"]))
         if launcher == "torchrun":
             train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)

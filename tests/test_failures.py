@@ -1054,7 +1054,7 @@ def test_claims_of_a_notebook_the_run_does_not_know_are_named_and_left_out(tmp_p
         ),
         (
             lambda claims: (claims / "01_claims.csv").write_text(
-                "notebook,claim,status,ours,paper,rule\n06_probe,a,reproduces,x,y,z\n"
+                "notebook,claim,status,ours,paper,rule,details\n06_probe,a,reproduces,x,y,z,w\n"
             ),
             ["01_claims.csv holds claims of notebook 06_probe, though its name says they are notebook 01_claims's"],
         ),
@@ -1346,7 +1346,7 @@ def test_the_claims_table_and_findings_files_name_what_is_wrong_with_them(tmp_pa
     IsADirectoryError, a findings file of another notebook was quoted under this one, and a claims.csv missing beside
     the notebooks' files of claims read as "no notebook has saved its claims yet"."""
     figures = tmp_path / "figs"
-    save_claims([Claim("a", "reproduces", "ours", "theirs", "rule")], figures, "01_claims")
+    save_claims([Claim("a", "reproduces", "ours", "theirs", "rule", "details")], figures, "01_claims")
     with pytest.raises(ValueError, match=r"claims\.csv is missing, but .*holds the claims of 01_claims: `write_claims"):
         read_claims(figures)
     write_claims_table(figures)

@@ -248,7 +248,11 @@ def test_home_page_states_each_claim_and_links_its_experiment(site, server, brow
     headings = page.eval_on_selector_all("h2", "hs => hs.map(h => h.textContent)")
     for claim in claims:
         assert any(re.sub(r"\s*\(`.*", "", claim) in h for h in headings), f"no section for {claim!r}: {headings}"
-    assert page.locator("article table").first.inner_text().startswith("claim")  # the claims table leads
+    block = re.search(r"<!-- generated:claims -->\n(.*?)\n<!-- /generated:claims -->", build.RESULTS.read_text(), re.S)
+    if block.group(1).startswith("|"):  # the claims table leads
+        assert page.locator("article table").first.inner_text().startswith("claim")
+    else:  # a claims.csv older than its declared columns: the block's one line says so, and the page with it
+        assert letters(block.group(1)) in letters(page.locator("article").first.inner_text())
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SCREENSHOTS / "home.png", full_page=True)
     page.set_viewport_size(PHONE)
