@@ -46,6 +46,44 @@ def test_configs_saved_before_options_load_with_the_defaults_and_a_preset_is_che
         ModelConfig.from_preset("gpt3-7b")
 
 
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(d_model=100, n_head=3), "not divisible by n_head=3"),
+        (
+            dict(pos_encoding="relative"),
+            "ModelConfig.pos_encoding must be one of nopos, learned, sinusoidal, rope, alibi",
+        ),
+        (dict(pos_encoding="rope", pos_options=dict(bse=1e4)), "rope has no option 'bse' (did you mean 'base'?)"),
+        (
+            dict(pos_encoding="nopos", pos_options=dict(base=1e4)),
+            "nopos has no option 'base'; its options are: attn_scale",
+        ),
+        (dict(pos_encoding="rope", pos_options=dict(scaling="linear")), "'scaling' must be one of none, pi, ntk, yarn"),
+        (dict(pos_options=[("base", 1e4)]), "pos_options must map option names to values"),
+        (dict(n_layer=0), "n_layer must be a positive integer"),
+        (dict(d_model=-8), "d_model must be a positive integer"),
+        (dict(max_len=1.5), "max_len must be a positive integer"),
+        (dict(dropout=1.0), "ModelConfig.dropout must lie in [0, 1), got 1.0"),
+        (dict(causal="yes"), "causal must be True or False"),
+        (
+            dict(pos_encoding="rope", nopos_layers="every-5"),
+            "ModelConfig.nopos_layers 'every-5': 'every-k' takes a whole k from 2",
+        ),
+        (dict(pos_encoding="learned", nopos_layers="last"), "where learned puts none; use an encoding that acts there"),
+        (dict(pos_encoding="rope", nopos_options=dict(attn_scale=0.1)), "nopos_options would not be used"),
+        (
+            dict(pos_encoding="rope", nopos_layers=[3], nopos_options=dict(attn_scal=0.1)),
+            "(did you mean 'attn_scale'?)",
+        ),
+    ],
+)
+def test_a_bad_model_config_is_refused_with_its_message(kwargs, message):
+    with pytest.raises(ValueError) as error:
+        ModelConfig(**kwargs)
+    assert message in str(error.value)
+
+
 def test_the_fused_path_returns_no_probabilities():
     attn = SelfAttention(ModelConfig(n_head=4, d_model=32)).eval()
     nopos = get_encoding("nopos", d_model=32, n_head=4, max_len=16)
