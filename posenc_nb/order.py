@@ -17,7 +17,7 @@ from matplotlib.patches import Patch
 from torch import nn
 
 from .batches import IGNORE, eval_windows, mask_for_mlm
-from .checks import check_causal, check_context_length, check_tokenizer, check_tokens
+from .guards import check_causal, check_context_length, check_tokenizer, check_tokens
 from .encodings import Learned, Sinusoidal
 from .evaluate import model_encoding, rows_per_batch, token_unit, window_batches
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes

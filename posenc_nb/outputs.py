@@ -19,7 +19,7 @@ from .ngrams import ngram_name
 from .paper import PAPER_UNIT, gap_line, nopos_gap
 from .plots import (add_caption, caption, encoding_color, encoding_label, format_count, new_figure, plot_runs,
                              runs_unit, savefig, style_axes, token_unit)
-from .positive_arms import nopos_check
+from .controls import nopos_control
 from .scores import final_val_loss, runs_perplexity, training_tokens, validation_baseline
 from .seeds import gap_trend, gap_verdicts, per_seed, power_law_fit, power_law_problem, power_law_reach
 
@@ -167,10 +167,10 @@ def table_findings(ours: pd.DataFrame, paper: pd.DataFrame, core: Grid, eval_tok
     settings' order in words) or a verdict per setting."""
     seed_gaps, shape = core_gap_seeds(core, eval_tokens, jobs), next(iter(core.configs().values()))
     runs = core.runs(jobs)
-    check = nopos_check(*([run for (_, e, _), run in runs.items() if e == enc] for enc in ("nopos", "learned")))
-    caveat = ("" if check.passed or not check.gates else ". So NoPos's gaps below measure how far it is from using its "
-              "context, not what a model without positions can reach")
-    found = [Finding(check.name, check.outcome + caveat),
+    control = nopos_control(*([run for (_, e, _), run in runs.items() if e == enc] for enc in ("nopos", "learned")))
+    caveat = ("" if control.passed or not control.gates else ". So NoPos's gaps below measure how far it is from using "
+              "its context, not what a model without positions can reach")
+    found = [Finding(control.name, control.outcome + caveat),
              Finding(f"NoPos's gap in each core seed at L={shape.seq_len}",
                      f"seeds {core.seeds}: " + ", ".join(f"{g:+.1%}" for g in seed_gaps)),
              Finding("ours", gap_line(ours, loss_unit(shape.vocab_size))),

@@ -1,4 +1,4 @@
-"""Bad input to the analysis modules (evaluate, order, probe, attention, plots; their checks in posenc_nb.checks): each
+"""Bad input to the analysis modules (evaluate, order, probe, attention, plots; their checks in posenc_nb.guards): each
 gets a ValueError carrying the facts at fault.
 
 Errors are checked by type and by the facts their message must carry (the offending value, the argument, the limit),
