@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from .batches import eval_windows
-from .checks import check_attention_layer, check_context_length, check_head, check_tokenizer, check_tokens
+from .guards import check_attention_layer, check_context_length, check_head, check_tokenizer, check_tokens
 from .evaluate import window_batches
 from .model import frozen, model_device
 from .plots import add_caption, new_figure, style_axes

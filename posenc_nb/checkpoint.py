@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from .checksums import CheckpointError, check_inputs, input_checksums
+from .checksums import CheckpointError, verify_inputs, input_checksums
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .training_log import read_metrics
 from .model import MODEL_VERSION, TransformerLM
@@ -356,7 +356,7 @@ def load_run(out_dir: str | Path, device: str | torch.device | None = None,
         cfg = TrainConfig.from_dict(meta["config"])
     except ConfigError as e:
         raise CheckpointError(f"{out_dir / 'meta.json'} holds a config this version cannot read: {e}") from None
-    check_inputs(meta, cfg, out_dir)
+    verify_inputs(meta, cfg, out_dir)
     run = Run(cfg, out_dir, meta["step"], meta["finished"], pick_device(device), _dtype(dtype))
     run.model  # loaded now
     return run

@@ -13,7 +13,7 @@ from .tokens import load_tokens, tokenizer_path, tokens_path
 from .files import sha256_file
 
 # %% auto #0
-__all__ = ['CheckpointError', 'input_files', 'input_checksums', 'check_inputs']
+__all__ = ['CheckpointError', 'input_files', 'input_checksums', 'verify_inputs']
 
 # %% ../nbs/03_checksums.ipynb #ab877bc0
 class CheckpointError(RuntimeError):
@@ -44,7 +44,7 @@ def input_checksums(cfg: TrainConfig) -> dict[str, str]:
             for kind, path in input_files(cfg).items() if path.is_file()}
 
 # %% ../nbs/03_checksums.ipynb #5c1d7e20
-def check_inputs(meta: dict | None, cfg: TrainConfig, out_dir: Path | None) -> dict[str, str]:
+def verify_inputs(meta: dict | None, cfg: TrainConfig, out_dir: Path | None) -> dict[str, str]:
     """`input_checksums(cfg)`, once found to be those checkpoint `meta` in `out_dir` recorded: `CheckpointError` if a
     file changed since or is gone. Caches no longer there are made again from the corpus first, so an edited corpus
     is caught."""

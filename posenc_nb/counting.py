@@ -14,7 +14,7 @@ import pandas as pd
 import torch
 from fastcore.meta import delegates
 
-from .checks import check_attention_layer, check_layers
+from .guards import check_attention_layer, check_layers
 from .evaluate import perplexity_by_length
 from .order import masked_perplexity
 from .position_classifier import ProbeTraining, middle_mad, random_mad

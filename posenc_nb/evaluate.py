@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from .checks import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
+from .guards import check_causal, check_context_length, check_context_lengths, check_tokens, context_limit
 from .batches import eval_windows
 from .model import layer_encodings
 from .plots import add_caption, loss_unit, new_figure, plot_by_encoding, style_axes, token_unit

@@ -17,7 +17,7 @@ from IPython.display import display
 
 from .attention import (AttentionMap, all_attention, as_words, attention_colorbar, encode_words,
                                  permutation_gap, plot_attention, shuffle_words, token_order)
-from .checks import check_attention_layer, check_head
+from .guards import check_attention_layer, check_head
 from .checkpoint import CheckpointError, Run, load_run, read_meta, runs_dir
 from .plots import add_caption, new_figure
 

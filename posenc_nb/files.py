@@ -20,11 +20,17 @@ from pathlib import Path
 import posenc_nb
 
 # %% auto #0
-__all__ = ['REPO_ROOT', 'QUIET_WAIT', 'project_dir', 'file_lock', 'sha256_file', 'check_sha256', 'atomic_write', 'write_json',
-           'file_in_the_way', 'unwritable', 'disk_full', 'write_output']
+__all__ = ['REPO_ROOT', 'FIGURES_DIR', 'QUIET_WAIT', 'committed_figures', 'project_dir', 'file_lock', 'sha256_file',
+           'check_sha256', 'atomic_write', 'write_json', 'file_in_the_way', 'unwritable', 'disk_full', 'write_output']
 
 # %% ../nbs/00_files.ipynb #e18c104b
 REPO_ROOT = Path(next(iter(posenc_nb.__path__))).resolve().parent  # the source checkout, when the package runs from one
+FIGURES_DIR = "figures"  # the committed figures and tables, relative to the checkout: the `cpu` profile's output
+
+
+def committed_figures() -> Path:
+    "The folder of the committed figures and tables (`FIGURES_DIR` of the checkout)."
+    return (REPO_ROOT / FIGURES_DIR).resolve()
 
 
 def project_dir(env: str, in_repo: str, cached: str, writes: bool = False) -> Path:

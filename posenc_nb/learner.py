@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.profiler import record_function
 
 from .checkpoint import load_optimizer, load_parent, load_weights, pick_device
-from .checksums import check_inputs
+from .checksums import verify_inputs
 from .config import ConfigError, TrainConfig
 from .model import TransformerLM
 from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch
@@ -186,9 +186,9 @@ class Learner:
                  meta: dict | None = None):
         self.cfg, self.procs, self.device = cfg, procs, procs.device
         if meta:  # a changed input is refused before a token cache is built from it
-            check_inputs(meta, cfg, out_dir)
+            verify_inputs(meta, cfg, out_dir)
         (self.train_tokens, val_tokens), self.specials = _token_streams(cfg, progress and procs.is_main)
-        self.inputs = check_inputs(meta, cfg, out_dir)  # again with the caches rebuilt; what its checkpoints record
+        self.inputs = verify_inputs(meta, cfg, out_dir)  # again with the caches rebuilt; what its checkpoints record
         self.model, self.optimizer = start_model(cfg, self.device, out_dir, meta)
         self.ddp = None if procs.world_size == 1 else \
             DistributedDataParallel(self.model, device_ids=[self.device] if self.device.type == "cuda" else None)

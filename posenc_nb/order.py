@@ -17,18 +17,19 @@ from matplotlib.patches import Patch
 from torch import nn
 
 from .batches import IGNORE, eval_windows, mask_for_mlm
-from .checks import check_causal, check_context_length, check_tokenizer, check_tokens
+from .guards import check_causal, check_context_length, check_tokenizer, check_tokens
 from .encodings import Learned, Sinusoidal
 from .evaluate import model_encoding, rows_per_batch, token_unit, window_batches
 from .plots import add_caption, encoding_color, encoding_label, new_figure, plot_by_encoding, style_axes
 from .special_tokens import SPECIAL_TOKENS, SpecialIds
+from .tables import WORD_ORDER_LOSSES
 from .model import frozen, model_device
 from .validation import positive_int
 
 # %% auto #0
-__all__ = ['POSITION_TABLES', 'WHITESPACE', 'WORD_ORDER_LOSSES', 'SHADES', 'masked_sequences', 'masked_perplexity',
-           'permuted_positions', 'shuffle_unmasked', 'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix',
-           'WordBreaks', 'shuffle_prefix_words', 'word_order_losses', 'plot_word_order']
+__all__ = ['POSITION_TABLES', 'WHITESPACE', 'SHADES', 'masked_sequences', 'masked_perplexity', 'permuted_positions',
+           'shuffle_unmasked', 'loss_by_position', 'plot_loss_by_position', 'shuffle_prefix', 'WordBreaks',
+           'shuffle_prefix_words', 'word_order_losses', 'plot_word_order']
 
 # %% ../nbs/04b_order.ipynb #6d1ea603
 def masked_sequences(tokens, seq_len: int, vocab_size: int, mask_prob: float = 0.15, seed: int = 0,
@@ -224,11 +225,6 @@ def shuffle_prefix_words(window: torch.Tensor, target: int, rng: np.random.Gener
     return shuffled
 
 # %% ../nbs/04b_order.ipynb #6353686b
-WORD_ORDER_LOSSES = {"loss_intact": "prefix intact", "loss_shuffled_words": "words shuffled",
-                     "loss_shuffled_keep_last": "all but the last shuffled",
-                     "loss_shuffled_all": "all shuffled"}  # `word_order_losses` columns, the least shuffled first
-
-
 def _span_losses(model, windows: torch.Tensor, targets: torch.Tensor, lengths: torch.Tensor,
                  batch_size: int) -> np.ndarray:
     """Per row of `windows`, the summed next-token loss of its `lengths[i]` tokens from `targets[i]` on, each predicted

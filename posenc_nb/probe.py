@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from fastcore.meta import delegates
 from torch import nn
 
-from .checks import check_context_length, check_layer, check_layers, check_tokens
+from .guards import check_context_length, check_layer, check_layers, check_tokens
 from .evaluate import model_encoding
 from .learner import start_model
 from .model import frozen, model_device

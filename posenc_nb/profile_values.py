@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from .config import TRAIN_PRESETS
+from .files import FIGURES_DIR
 from .tasks import TASK_VOCAB_SIZE, TASKS, task_width
 
 # %% auto #0
@@ -52,7 +53,7 @@ TASK_SEQ_LEN = max(task_width(task) for task in TASKS)  # every task's longest t
 
 PROFILES: dict[str, dict] = {}
 # relative to the repo
-DEFAULT_OUT = {"smoke": "runs/smoke-figures", "quick": "runs/quick-figures", "cpu": "figures",
+DEFAULT_OUT = {"smoke": "runs/smoke-figures", "quick": "runs/quick-figures", "cpu": FIGURES_DIR,
                "paper": "runs/paper-figures", "gpu": "runs/gpu-figures"}
 # the experiment notebooks a profile runs unless told which (--only, --part); a profile not named here runs them all
 PROFILE_NOTEBOOKS = {"quick": ["00_positive_arm", "01_extrapolation", "06_probe"]}

@@ -12,13 +12,13 @@ from .config import Checked, ConfigError, TrainConfig
 from .encodings import ENCODINGS, encoding_problem
 from .published_corpora import HUB_CORPORA, SOURCES
 from .tasks import task_problem
-from .files import REPO_ROOT
-from .profile_values import DEFAULT_OUT, PROFILES
+from .files import committed_figures
+from .profile_values import PROFILES
 from .validation import (check_value, choice_problem, each_entry, or_null, positive_int_problem,
                                   positive_number_problem, seed_problem, suggest)
 
 # %% auto #0
-__all__ = ['ExperimentParameters', 'committed_figures', 'check_parameters', 'check_overrides', 'profile_parameters']
+__all__ = ['ExperimentParameters', 'enforce_parameter_rules', 'check_overrides', 'profile_parameters']
 
 # %% ../nbs/02h_profiles.ipynb #5d4800c4
 def _corpus_problem(corpus: str) -> str | None:
@@ -207,12 +207,7 @@ class ExperimentParameters(Checked):
     rules, unknown = [*_ALONE, *_TOGETHER], "not a parameter of the experiment notebooks"
 
 # %% ../nbs/02h_profiles.ipynb #0a3deed9
-def committed_figures() -> Path:
-    "The folder of the committed figures and tables: the `cpu` profile's output."
-    return (REPO_ROOT / DEFAULT_OUT["cpu"]).resolve()
-
-
-def check_parameters(namespace: dict):
+def enforce_parameter_rules(namespace: dict):
     """What every experiment notebook calls first, with its `globals()`: `ConfigError` (a ValueError) naming each bad
     or unknown parameter (those it does not declare take its profile's values); and a refusal to write results other
     than the cpu profile's over the committed figures."""

@@ -12,14 +12,10 @@ from pathlib import Path
 import pandas as pd
 
 from .claims import CLAIMS_FILE, COLUMNS, Claim, read_claims, read_findings
-from .evaluate import token_unit
-from .order import WORD_ORDER_LOSSES
-from .outputs import StaleTable, read_table
+from .files import REPO_ROOT, atomic_write, committed_figures
 from .paper import paper_table
-from .plots import encoding_label
-from .profiles import committed_figures
 from .seeds import format_mean_std, seed_summary
-from .files import atomic_write, REPO_ROOT
+from .tables import WORD_ORDER_LOSSES, StaleTable, read_table
 
 # %% auto #0
 __all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'README', 'README_PAGES', 'PAGE_MARK',
@@ -42,6 +38,9 @@ def markdown_table(df: pd.DataFrame, index_header: str | None = "", digits: int 
 
 def label(encoding: str, variant=None) -> str:
     "An encoding's display name, with its variant (as the CSVs write it) after it."
+    # each encoding, a torch module, declares its own label: only a table that names encodings loads them
+    from posenc_nb.plots import encoding_label
+
     return encoding_label(encoding) + (f" ({variant})" if isinstance(variant, str) and variant else "")
 
 # %% ../nbs/06b_report.ipynb #bf60f32b
@@ -94,6 +93,8 @@ def _setting_name(df: pd.DataFrame, column: str, setting) -> str:
     "A row name of a one-seed table; a model size also says its parameters and training tokens (bytes on bytes)."
     if column != "variant":
         return str(setting)
+    from posenc_nb.plots import token_unit  # the figures' units; only Table 2's sizes need them
+
     row = df[df.variant == setting].iloc[0]
     return (f"{setting} ({row.n_params / 1e6:.2f}M parameters, {row.train_tokens / 1e3:.0f}k "
             f"{token_unit(row.vocab_size)}s)")

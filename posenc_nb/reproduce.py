@@ -30,10 +30,10 @@ from .plan import (PARTS, chosen_plan, host_speed, part_notebooks, plan_main, pl
                             training_plan)
 from .progress import UNDER_WAY, Progress, Tracker, cost_here, published_before, recorder, run_stamp
 from .profile_values import DEFAULT_OUT, PROFILES
-from .profiles import committed_figures, profile_parameters
+from .profiles import profile_parameters
 from .report import update_readme
 from .commands import EXIT_STATUS, run_command
-from .files import file_in_the_way, REPO_ROOT, unwritable, write_json
+from .files import REPO_ROOT, committed_figures, file_in_the_way, unwritable, write_json
 from .validation import positive_int
 from .workers import side_by_side_jobs
 

@@ -10,8 +10,7 @@ import pandas as pd
 
 from .claims import Claim
 from .paper import PAPER_RESULTS, nopos_gap, paper_table
-from .seeds import LEVEL, beyond_spread, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap
-from .seeds import side
+from .seeds import LEVEL, power_law_fit, power_law_problem, power_law_reach, quoted, seed_gap, side
 
 # %% auto #0
 __all__ = ['BYTES_PER_TOKEN', 'PAPER_COMPARATORS', 'PAPER_GAP', 'COMPETITIVE_MARGIN', 'HYBRID_MARGIN', 'STATEMENTS', 'BLOG_ORDER',
@@ -48,7 +47,7 @@ HYBRID_MARGIN = float(np.log(1.01))  # nats a byte: a hybrid keeps RoPE's qualit
 def decided(gap: dict, expected: int) -> str:
     """A directional claim on `gap` (a `seed_gap`): beyond its interval the `expected` way (+1 above zero, -1 below)
     reproduces, the other way does not, within it (or one seed) not established."""
-    found = side(gap)
+    found = gap["side"]
     return "not established" if found == 0 else "reproduces" if found == expected else "does not reproduce"
 
 
@@ -142,7 +141,7 @@ def extrapolation(at_longest: dict, ratios: dict, longest: int, length: int) -> 
     worst = min(range(len(pairs)), key=lambda i: pairs[i]["gap"] - pairs[i]["spread"])
     order = sorted(BLOG_ORDER, key=lambda e: _nats(at_longest[e]).mean())
     flat = np.mean(ratios["alibi"]) <= 1.1
-    less = side(seed_gap(_nats(ratios["nopos"]), _nats(ratios["sinusoidal"]))) == -1
+    less = seed_gap(_nats(ratios["nopos"]), _nats(ratios["sinusoidal"]))["side"] == -1
     ratio_rule = "holds" if flat and less else "holds in part" if flat or less else "fails"
     return _claim("extrapolation", status,
                   f"{quoted(pairs[worst], 'nats a byte')}, {'-'.join(neighbours[worst][::-1])} at {longest}",
@@ -190,7 +189,7 @@ def masked_lm(nopos_mlm, arms: dict, nopos_clm, best_clm) -> Claim:
     best = min(arms, key=lambda name: _nats(arms[name]).mean())
     masked_gaps, causal_gaps = _nats(nopos_mlm) - _nats(arms[best]), _nats(nopos_clm) - _nats(best_clm)
     masked, over_causal = seed_gap(masked_gaps, 0 * masked_gaps), seed_gap(masked_gaps, causal_gaps)
-    above, collapse = side(over_causal) == 1, masked["gap"] >= MASKED_COLLAPSE
+    above, collapse = over_causal["side"] == 1, masked["gap"] >= MASKED_COLLAPSE
     tables = [e for e in arms if e in TABLE_ARMS]
     status = decided(masked, +1)
     if status == "reproduces" and not (collapse and above and tables):
@@ -218,7 +217,7 @@ def word_order(nopos_penalty, learned_penalty) -> Claim:
     nopos, learned = np.asarray(nopos_penalty, dtype=float), np.asarray(learned_penalty, dtype=float)
     penalty, behind = seed_gap(nopos, 0 * nopos), seed_gap(nopos, learned)  # each seed's model against itself
     status = decided(penalty, +1)
-    if status == "reproduces" and side(behind) == -1:
+    if status == "reproduces" and behind["side"] == -1:
         status = "partly reproduces"
     return _claim("word_order", status, f"{quoted(penalty, 'nats a word')}, NoPos's penalty",
                   f"the learned model's penalty {learned.mean():+.3f} nats a word (NoPos - learned "
@@ -241,11 +240,11 @@ def attention_scale(long: dict, train: dict, unscaled_long, unscaled_train, long
     length and at the training `length` (the seeds in one order); `unscaled_*` are its perplexities unscaled."""
     gain = {n: seed_gap(_nats(unscaled_long), _nats(long[n])) for n in long}
     cost = {n: np.mean(_nats(train[n]) - _nats(unscaled_train)) for n in long}
-    improves = [n for n in long if side(gain[n]) == 1]
+    improves = [n for n in long if gain[n]["side"] == 1]
     bounded = [n for n in improves if cost[n] <= np.log(SCALE_COST)]
     best = min(bounded or improves or long, key=lambda n: _nats(long[n]).mean())
     status = ("reproduces" if bounded else "partly reproduces" if improves
-              else "does not reproduce" if all(side(g) == -1 for g in gain.values()) else "not established")
+              else "does not reproduce" if all(g["side"] == -1 for g in gain.values()) else "not established")
     return _claim("attention_scale", status, f"{quoted(gain[best], 'nats a byte')}, unscaled - {best} at {longest}",
                   f"NoPos at {longest} bytes: unscaled {np.mean(unscaled_long):.2f}; best, {best}: "
                   f"{np.mean(long[best]):.2f}, costing {np.expm1(cost[best]):+.1%} at {length}")
@@ -282,7 +281,7 @@ def length_generalisation(task: str, test: dict, train: dict, published: dict | 
                                             "no encoding with positions learned the task")
         return _claim("length_generalisation", "not tested", "not measured", f"{why}{unlearned}", **statement)
     gaps = {e: seed_gap(test["nopos"], test[e]) for e in sorted(learned - {"nopos"})}
-    sides = {side(g) for g in gaps.values()}
+    sides = {g["side"] for g in gaps.values()}
     status = ("does not reproduce" if -1 in sides else "reproduces" if sides == {1} else "partly reproduces"
               if 1 in sides else "not established")
     closest = min(gaps, key=lambda e: gaps[e]["gap"])
@@ -340,7 +339,7 @@ def gap_slope(rule: str, x, gaps, x_name: str, targets: dict, seeds=None, exclud
     if problem := power_law_problem(x, gaps, seeds):
         return _claim(rule, "not established", "no power law", f"{problem}{left_out}")
     fit = power_law_fit(x, gaps, seeds)
-    slope = dict(gap=fit["slope"], real=beyond_spread(fit["slope"], fit["slope_halfwidth"]))
+    slope = dict(gap=fit["slope"], side=side(fit["slope"], fit["slope_halfwidth"]))
     mean_gap = pd.Series(gaps).groupby(x).mean()
     most = mean_gap.index.max()
     reach = "; ".join("{} at {} {}, {} the most fitted ({} to {})".format(

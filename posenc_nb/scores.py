@@ -18,7 +18,7 @@ from fastcore.meta import delegates
 
 from .checkpoint import Run
 from .config import TrainConfig
-from .checks import check_context_lengths
+from .guards import check_context_lengths
 from .evaluate import perplexity_by_length
 from .position_classifier import PROBE_KINDS, ProbeTraining
 from .probe import ProbeWindows, initial_model, probe_layers, probe_run

@@ -13,8 +13,8 @@ from scipy import stats
 
 # %% auto #0
 __all__ = ['LEVEL', 'seed_summary', 'per_seed', 'format_mean_std', 't_quantile', 'welch_halfwidth', 'paired_halfwidth',
-           'draw_halfwidth', 'beyond_spread', 'spread_verdict', 'seed_gap', 'side', 'quoted', 'spread_order',
-           'gap_trend', 'gap_verdicts', 'power_law_problem', 'power_law_fit', 'power_law_reach']
+           'draw_halfwidth', 'side', 'spread_verdict', 'seed_gap', 'quoted', 'spread_order', 'gap_trend',
+           'gap_verdicts', 'power_law_problem', 'power_law_fit', 'power_law_reach']
 
 # %% ../nbs/05a_seeds.ipynb #d471ecf1
 def seed_summary(df: pd.DataFrame, by, value: str) -> pd.DataFrame:
@@ -88,38 +88,31 @@ def draw_halfwidth(seed_values, draws: int = 1, level: float = LEVEL) -> float:
     return math.nan if v.size < 2 else t_quantile(v.size - 1, level) * v.std(ddof=1) * math.sqrt(draws)
 
 # %% ../nbs/05a_seeds.ipynb #5e1d7a21
-def beyond_spread(difference: float, spread: float) -> bool:
-    """Whether `difference` is a finding: larger in size than `spread` (an interval's half-width); never when it is
-    NaN (one seed)."""
-    return bool(abs(difference) > spread)  # False when the spread is NaN
+def side(difference: float, spread: float) -> int:
+    """The one decision on a `difference` and its `spread` (an interval's half-width): +1 above zero beyond it, -1 below
+    zero beyond it, 0 not established (within it, or a NaN spread: one seed)."""
+    return int(np.sign(difference)) if abs(difference) > spread else 0  # never beyond a NaN spread
 
 
 def spread_verdict(difference: float, spread: float, fmt: str = ".3g") -> str:
-    "`beyond_spread` as words: beyond or within the seed spread (the half-width, as `fmt`), or no spread to judge."
+    "`side` as words: beyond or within the seed spread (the half-width, as `fmt`), or no spread to judge."
     if math.isnan(spread):
         return "one seed: no spread to judge"
-    side = "beyond" if beyond_spread(difference, spread) else "within"
-    return f"{side} the {LEVEL:.0%} seed spread of ±{spread:{fmt}}"
+    return f"{'beyond' if side(difference, spread) else 'within'} the {LEVEL:.0%} seed spread of ±{spread:{fmt}}"
 
 
 def seed_gap(a, b) -> dict:
-    """mean(a) - mean(b) over seeds, the `spread` it must exceed (the half-width of its `LEVEL` t interval), whether it
-    does (`real`), how it was taken (`paired`) and a `verdict`. The pairing rule: sides with as many values, in seed
-    order, are the same seeds of one recipe and pair by seed; sides with different seeds take Welch's interval."""
+    """mean(a) - mean(b) over seeds, the `spread` it must exceed (the half-width of its `LEVEL` t interval), its `side`
+    (+1, -1, or 0 within it), how it was taken (`paired`) and a `verdict`. The pairing rule: sides with as many values,
+    in seed order, are the same seeds of one recipe and pair by seed; sides with different seeds take Welch's
+    interval."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.size == 0 or b.size == 0:
         raise ValueError(f"seed_gap needs a value per seed on both sides, got {a.size} and {b.size}")
     gap, paired = a.mean() - b.mean(), a.size == b.size
     std = lambda v: v.std(ddof=1) if v.size > 1 else math.nan
     spread = paired_halfwidth(a - b) if paired else welch_halfwidth(std(a), a.size, std(b), b.size)
-    return dict(gap=gap, spread=spread, real=beyond_spread(gap, spread), paired=paired,
-                verdict=spread_verdict(gap, spread))
-
-
-def side(gap: dict) -> int:
-    """The one decision on a `seed_gap`: +1 above zero beyond its interval, -1 below it beyond, 0 not established
-    (within it, or one seed)."""
-    return int(np.sign(gap["gap"])) if gap["real"] else 0
+    return dict(gap=gap, spread=spread, side=side(gap, spread), paired=paired, verdict=spread_verdict(gap, spread))
 
 # %% ../nbs/05a_seeds.ipynb #q0000001
 def quoted(gap: dict, unit: str, fmt: str = "+.3f") -> str:
@@ -139,7 +132,7 @@ def spread_order(summary: pd.DataFrame, key: str, value: str, lower_is_better: b
     text = f"{rows[key][0]} {rows[mean][0]:{fmt}}"
     for (_, a), (_, b) in zip(rows.iloc[:-1].iterrows(), rows.iloc[1:].iterrows()):
         spread = welch_halfwidth(a[std], a.n_seeds, b[std], b.n_seeds)
-        sign = "?" if np.isnan(spread) else "<" if beyond_spread(b[mean] - a[mean], spread) else "≈"
+        sign = "?" if np.isnan(spread) else "<" if side(b[mean] - a[mean], spread) else "≈"
         text += f" {sign} {b[key]} {b[mean]:{fmt}}"
     return text
 
@@ -168,7 +161,7 @@ def gap_verdicts(gaps: pd.Series, seed_gaps=None, core=None) -> dict[str, str]:
             return "one seed, with no spread of its own setting, so it is not established"
         if np.isnan(spread):
             return "the gap's seed spread is unknown, so it is not established"
-        real = beyond_spread(gap, spread)
+        real = side(gap, spread) != 0
         return (f"{'beyond' if real else 'within'} the core's {LEVEL:.0%} seed spread (±{spread:.1%}), so it is "
                 f"{'' if real else 'not '}established")
     return {setting: f"NoPos {gap:+.1%} against the best encoding with positions; {verdict(setting, gap)}."

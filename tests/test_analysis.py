@@ -1,5 +1,5 @@
-"""Bad input to the analysis modules (evaluate, order, probe, attention, plots; their checks in posenc_nb.checks): each
-gets a ValueError carrying the facts at fault.
+"""Bad input to the analysis modules (evaluate, order, probe, attention, plots; their input guards in
+posenc_nb.guards): each gets a ValueError carrying the facts at fault.
 
 Errors are checked by type and by the facts their message must carry (the offending value, the argument, the limit),
 not by their wording. What a chapter's examples already check (nbs/04a_evaluate .. nbs/04e_attention, nbs/04_plots) is

@@ -40,7 +40,7 @@ from posenc_nb.training_log import read_metrics
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import probe_layers, probe_windows
 from posenc_nb.profile_values import PROFILES
-from posenc_nb.profiles import check_parameters
+from posenc_nb.profiles import enforce_parameter_rules
 from posenc_nb.scores import run_perplexity, run_probes
 from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
@@ -1003,7 +1003,7 @@ def test_run_folder_arguments(tmp_path, monkeypatch):
 )
 def test_experiment_parameters_are_checked_one_by_one(name, value, facts):
     with pytest.raises(ConfigError) as error:
-        check_parameters(dict(PROFILES["smoke"], profile="smoke", **{name: value}))
+        enforce_parameter_rules(dict(PROFILES["smoke"], profile="smoke", **{name: value}))
     assert error.value.keys == [name] and all(fact in str(error.value) for fact in facts), error.value
 
 

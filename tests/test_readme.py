@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from posenc_nb.profiles import committed_figures
 from posenc_nb.report import README, TABLES, readme_blocks, readme_files, render
 from posenc_nb.reproduce import experiment_notebooks
-from posenc_nb.files import REPO_ROOT
+from posenc_nb.files import REPO_ROOT, committed_figures
 
 RESULTS = REPO_ROOT / "figures" / "README.md"  # the results in detail, which GitHub shows below the figures
 # The README and its pages: the results in detail, the speed of training, the developer guide
@@ -37,6 +36,14 @@ def outside_blocks(text: str) -> str:
 def test_the_readme_rewrites_its_results_page():
     "update_readme's files, by default: the README and its results page (the pages it links to that hold blocks)."
     assert readme_files() == [README, RESULTS]
+
+
+def test_the_report_loads_neither_torch_nor_the_model():
+    "The README's tables render from CSVs: the report and the table registry it reads stay leaves."
+    code = (
+        "import posenc_nb.report, sys; assert not {'torch', 'posenc_nb.model'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_every_results_table_and_finding_is_generated():

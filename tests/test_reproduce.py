@@ -18,10 +18,10 @@ from nbdev.test import _keep_file
 from posenc_nb.checkpoint import read_meta
 from posenc_nb.claims import FINDINGS_DIR, read_claims
 from posenc_nb.config import TrainConfig
-from posenc_nb.outputs import OUTPUT_TABLES, table_problem
+from posenc_nb.tables import OUTPUT_TABLES, table_problem
 from posenc_nb.position_classifier import ProbeTraining, middle_mad, random_mad
 from posenc_nb.profile_values import PROFILES
-from posenc_nb.profiles import committed_figures
+from posenc_nb.files import committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.grids import budget_steps_of
 from posenc_nb.report import readme_blocks, readme_files
@@ -38,7 +38,7 @@ CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; 
 SMOKE = PROFILES["smoke"]
 ENCODINGS = SMOKE["encodings"]
 
-# Every figure (PNG + SVG) the experiments write (their tables: `posenc_nb.outputs.OUTPUT_TABLES`).
+# Every figure (PNG + SVG) the experiments write (their tables: `posenc_nb.tables.OUTPUT_TABLES`).
 FIGURES = [
     "positive_arm",
     "extrapolation",
