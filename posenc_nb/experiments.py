@@ -18,8 +18,8 @@ __all__ = ['EXPERIMENTS', 'PARTS', 'Experiment', 'parameters_in', 'experiment_gr
 # %% ../nbs/05h_experiments.ipynb #e5g00005
 @dataclass(frozen=True)
 class Experiment:
-    """An experiment notebook: the `part` of the full run it belongs to, its models (`grids`), the `tables` (names of
-    `posenc_nb.outputs.OUTPUT_TABLES`) and `figures` (PNG + SVG) it writes, the `claims` it decides (keys of
+    """An experiment notebook: the `part` of the full run it belongs to, its models (`grids`), the `tables` (names
+    declared in `OUTPUT_TABLES`) and `figures` (PNG + SVG) it writes, the `claims` it decides (keys of
     `posenc_nb.rules.STATEMENTS`) and the results page's tables of it (`report`: keys of `posenc_nb.report.TABLES`)."""
 
     part: str
