@@ -15,10 +15,13 @@ from posenc_nb import grids
 from posenc_nb.config import TrainConfig, config_hash, parse_overrides
 from posenc_nb.experiments import EXPERIMENTS, PARTS
 from posenc_nb.plan import plan_script, runs_of, training_plan
-from posenc_nb.profile_values import PROFILE_NOTEBOOKS
+from posenc_nb.checkpoint import run_dir
+from posenc_nb.profile_values import PROFILE_NOTEBOOKS, PROFILES
 from posenc_nb.reproduce import dry_run, experiment_notebooks, main
 from posenc_nb.rules import STATEMENTS
 
+
+SMOKE = PROFILES["smoke"]
 
 # What builds a grid in posenc_nb.grids: the class and every function that returns grids.
 GRID_BUILDERS = [
@@ -59,6 +62,21 @@ def test_every_notebook_writes_and_decides_what_its_entry_declares():
         }
         assert rules & set(STATEMENTS) == set(entry.claims), notebook.stem
         assert ("save_claims(" in code) == bool(entry.claims), notebook.stem
+
+
+def test_the_notebooks_share_the_core_runs():
+    """The positive arm's models are core models (the learned one of the first seed, NoPos's of every seed); the
+    start-token notebook adds its arm and the other budgets to the core runs."""
+    smoke = dict(SMOKE, profile="smoke")
+    folders = {
+        name: {run_dir(cfg).name for grid in entry.trained(smoke) for cfg in grid.configs().values()}
+        for name, entry in EXPERIMENTS.items()
+    }
+    n_seeds = len(SMOKE["seeds"])
+    assert len(folders["00_positive_arm"]) == 1 + n_seeds and folders["00_positive_arm"] <= folders["01_extrapolation"]
+    # core and start-token arm, then NoPos and learned every seed, start NoPos the first, at each budget but the core's
+    added = folders["12_start_token_and_budget"] - folders["01_extrapolation"]
+    assert len(added) == 2 * n_seeds + (2 * n_seeds + 1) * len(SMOKE["budget_steps"])
 
 
 def test_the_plan_names_every_notebook():
