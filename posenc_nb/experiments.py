@@ -95,6 +95,10 @@ EXPERIMENTS = {  # in the order a full run runs them
     "08_appendix": _experiment(
         "paper", _core, "loss_by_position.csv loss_by_position_summary.csv word_order.csv word_order_summary.csv",
         "loss_by_position word_order training_curves_appendix", "word_order", "loss_by_position word_order"),
+}
+
+# %% ../nbs/05h_experiments.ipynb #e5g00015
+EXPERIMENTS |= {  # the experiments beyond the paper's
     "09_beyond_the_paper": _experiment(
         "beyond", lambda p: {"beyond": beyond_grid(p["train_settings"], p["corpus"], p["beyond_encodings"],
                                                  p["table_seeds"]),
