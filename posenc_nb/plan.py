@@ -21,7 +21,8 @@ import torch
 
 from .checkpoint import run_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
-from .grids import experiment_grids, model_parameters
+from .experiments import EXPERIMENTS, PARTS
+from .grids import model_parameters
 from .learner import Learner, Processes
 from .profile_values import PROFILE_NOTEBOOKS, PROFILES
 from .profiles import profile_parameters
@@ -31,15 +32,14 @@ from .validation import choice_problem, positive_int
 from .workers import side_by_side_jobs
 
 # %% auto #0
-__all__ = ['ASSUMED_TFLOPS', 'PARTS', 'NOTEBOOK_TIME', 'profile_trainings', 'training_tokens_of', 'training_flops',
-           'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script',
-           'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'minutes_here', 'host_speed', 'minutes_line',
-           'train_locally', 'plan_main']
+__all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'profile_trainings', 'training_tokens_of', 'training_flops', 'check_tflops',
+           'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script', 'runs_of', 'chosen_plan',
+           'part_notebooks', 'step_seconds', 'minutes_here', 'host_speed', 'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
     "`(notebook, config)` for each model the experiment notebooks train under the parameters `p` (a run may repeat)."
-    return [(notebook, cfg) for notebook, grids in experiment_grids(p).items() for grid in grids
+    return [(notebook, cfg) for notebook, entry in EXPERIMENTS.items() for grid in entry.trained(p)
             for cfg in grid.configs().values()]
 
 # %% ../nbs/06_plan.ipynb #b8c9d0e1
@@ -142,18 +142,10 @@ def chosen_plan(profile: str, overrides: dict, todo: list) -> pd.DataFrame:
     return runs_of(training_plan(profile, overrides), [nb.stem for nb, _ in todo])
 
 # %% ../nbs/06_plan.ipynb #79ec795f
-PARTS = {  # the experiment notebooks of each part, in run order
-    "paper": ["00_positive_arm", "01_extrapolation", "02_attention_heatmaps", "03_table1_corpora",
-              "04_table2_model_sizes", "05_table3_train_lengths", "06_probe", "07_mlm_control", "08_appendix"],
-    "beyond": ["09_beyond_the_paper", "10_how_nopos_counts", "11_length_generalisation", "12_start_token_and_budget",
-               "13_modern_positions"],
-}
-
-
 def part_notebooks(parts, profile: str) -> list[str] | None:
-    """The notebooks a run of `profile` runs: those of `parts` (a name of `PARTS`, or several: in the parts' order),
-    else the profile's own choice (`PROFILE_NOTEBOOKS`); None: every one. An unknown part is a `ConfigError` that names
-    the parts."""
+    """The notebooks a run of `profile` runs: those of `parts` (a name of `posenc_nb.experiments.PARTS`, or several:
+    in the parts' order), else the profile's own choice (`PROFILE_NOTEBOOKS`); None: every one. An unknown part is a
+    `ConfigError` that names the parts."""
     if not parts:
         return PROFILE_NOTEBOOKS.get(profile)
     parts = [parts] if isinstance(parts, str) else list(parts)

@@ -11,38 +11,72 @@ from unittest import mock
 import nbformat
 import pytest
 
+from posenc_nb import grids
 from posenc_nb.config import TrainConfig, config_hash, parse_overrides
-from posenc_nb.plan import PARTS, plan_script, runs_of, training_plan
-from posenc_nb.profile_values import PROFILE_NOTEBOOKS
+from posenc_nb.experiments import EXPERIMENTS, PARTS
+from posenc_nb.plan import plan_script, runs_of, training_plan
+from posenc_nb.checkpoint import run_dir
+from posenc_nb.profile_values import PROFILE_NOTEBOOKS, PROFILES
 from posenc_nb.reproduce import dry_run, experiment_notebooks, main
+from posenc_nb.rules import STATEMENTS
 
-# The grid functions of posenc_nb.grids that build a notebook's models (everything experiment_grids is made of).
-GRID_FUNCTIONS = [
-    "core_grid",
-    "masked_grid",
-    "twin_runs",
-    "corpora_grid",
-    "size_grids",
-    "lengths_grid",
-    "beyond_grid",
-    "task_grid",
-    "start_and_budget_grids",
-    "modern_grids",
+
+SMOKE = PROFILES["smoke"]
+
+# What builds a grid in posenc_nb.grids: the class and every function that returns grids.
+GRID_BUILDERS = [
+    name
+    for name in grids.__all__
+    if getattr(grids, name) is grids.Grid
+    or "Grid" in str(getattr(getattr(grids, name), "__annotations__", {}).get("return"))
 ]
 
 
-def _calls(notebook) -> set[str]:
-    "The grid functions a notebook's code calls."
-    code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
-    return {name for name in GRID_FUNCTIONS if re.search(rf"\b{name}\(", code)}
+def _code(notebook) -> str:
+    "The code of a notebook, its cells one after the other."
+    return "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
 
 
-def test_every_notebook_trains_through_the_grids():
-    "Each experiment notebook that trains does so through posenc_nb.grids (what the plan lists), never by hand."
-    for notebook in experiment_notebooks():
-        code = "\n".join(c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code")
-        assert _calls(notebook), f"{notebook.stem} trains no grid"
+def test_every_notebook_gets_its_models_from_its_entry():
+    """Each experiment notebook has an entry in posenc_nb.experiments and gets its models from it (what the plan lists),
+    never from a grid it builds itself, nor by training by hand."""
+    notebooks = experiment_notebooks()
+    assert [p.stem for p in notebooks] == list(EXPERIMENTS)  # an entry each, in the order they run
+    for notebook in notebooks:
+        code = _code(notebook)
+        assert re.findall(r"\bexperiment_grids\(\"(\w+)\"", code) == [notebook.stem], notebook.stem
+        built = [name for name in GRID_BUILDERS if re.search(rf"\b{name}\(", code)]
+        assert not built, f"{notebook.stem} builds grids itself: {built}"
         assert not re.search(r"\b(train|train_runs)\(", code), f"{notebook.stem} trains by hand"
+
+
+def test_every_notebook_writes_and_decides_what_its_entry_declares():
+    """Each notebook's code writes the tables and figures of its entry and imports the rules of the claims it declares
+    (the smoke end-to-end test checks the files and claims a run leaves)."""
+    for notebook in experiment_notebooks():
+        code, entry = _code(notebook), EXPERIMENTS[notebook.stem]
+        assert set(re.findall(r"\"(\w+\.csv)\"", code)) == set(entry.tables), notebook.stem
+        assert set(re.findall(r"\bout / \"(\w+)\"", code)) == set(entry.figures), notebook.stem
+        rules = {
+            name for names in re.findall(r"from posenc_nb\.rules import ([\w, ]+)", code) for name in names.split(", ")
+        }
+        assert rules & set(STATEMENTS) == set(entry.claims), notebook.stem
+        assert ("save_claims(" in code) == bool(entry.claims), notebook.stem
+
+
+def test_the_notebooks_share_the_core_runs():
+    """The positive arm's models are core models (the learned one of the first seed, NoPos's of every seed); the
+    start-token notebook adds its arm and the other budgets to the core runs."""
+    smoke = dict(SMOKE, profile="smoke")
+    folders = {
+        name: {run_dir(cfg).name for grid in entry.trained(smoke) for cfg in grid.configs().values()}
+        for name, entry in EXPERIMENTS.items()
+    }
+    n_seeds = len(SMOKE["seeds"])
+    assert len(folders["00_positive_arm"]) == 1 + n_seeds and folders["00_positive_arm"] <= folders["01_extrapolation"]
+    # core and start-token arm, then NoPos and learned every seed, start NoPos the first, at each budget but the core's
+    added = folders["12_start_token_and_budget"] - folders["01_extrapolation"]
+    assert len(added) == 2 * n_seeds + (2 * n_seeds + 1) * len(SMOKE["budget_steps"])
 
 
 def test_the_plan_names_every_notebook():

@@ -17,6 +17,7 @@ from nbdev.test import _keep_file
 
 from posenc_nb.checkpoint import read_meta
 from posenc_nb.claims import FINDINGS_DIR, read_claims
+from posenc_nb.experiments import EXPERIMENTS
 from posenc_nb.config import TrainConfig
 from posenc_nb.tables import OUTPUT_TABLES, table_problem
 from posenc_nb.position_classifier import ProbeTraining, middle_mad, random_mad
@@ -38,52 +39,8 @@ CLI = [sys.executable, "-c", "import sys; from posenc_nb.reproduce import main; 
 SMOKE = PROFILES["smoke"]
 ENCODINGS = SMOKE["encodings"]
 
-# Every figure (PNG + SVG) the experiments write (their tables: `posenc_nb.tables.OUTPUT_TABLES`).
-FIGURES = [
-    "positive_arm",
-    "extrapolation",
-    "context_use",
-    "attention_heatmaps",
-    "attention_grid_nopos",
-    "table1_corpora",
-    "table2_model_sizes",
-    "table3_train_lengths",
-    "probe_mad",
-    "probe_predictions",
-    "mlm_control",
-    "loss_by_position",
-    "word_order",
-    "counting_entropy",
-    "counting_spread",
-    "counting_probes",
-    "counting_interventions",
-    "beyond_the_paper",
-    "attention_scale",
-    "length_generalisation",
-    "length_generalisation_link",
-    "start_token",
-    "gap_budget",
-    "modern_positions",
-    *(
-        f"training_curves_{name}"
-        for name in [
-            "positive_arm",
-            "extrapolation",
-            "attention_heatmaps",
-            "table1_corpora",
-            "table2_model_sizes",
-            "table3_train_lengths",
-            "probe",
-            "mlm_control",
-            "appendix",
-            "beyond_the_paper",
-            "how_nopos_counts",
-            "length_generalisation",
-            "start_token_budget",
-            "modern_positions",
-        ]
-    ),
-]
+# Every figure (PNG + SVG) the experiments write, as their entries declare them (their tables: OUTPUT_TABLES).
+FIGURES = [figure for entry in EXPERIMENTS.values() for figure in entry.figures]
 
 
 def run_cli(*args, runs_dir: Path, timeout=900) -> subprocess.CompletedProcess:
@@ -237,17 +194,7 @@ def test_smoke_saves_every_claim_and_renders_every_readme_block(smoke):
     profile does not train says so), and writes a README whose every block comes from this run."""
     _, figures, _, _ = smoke
     claims = read_claims(figures)
-    assert set(claims.notebook) == {
-        "01_extrapolation",
-        "04_table2_model_sizes",
-        "06_probe",
-        "07_mlm_control",
-        "08_appendix",
-        "09_beyond_the_paper",
-        "11_length_generalisation",
-        "12_start_token_and_budget",
-        "13_modern_positions",
-    }
+    assert set(claims.notebook) == {name for name, entry in EXPERIMENTS.items() if entry.claims}
     untrained = claims.claim.str.contains("|".join(t for t in TASKS if t not in SMOKE["tasks"])) & (
         claims.notebook == "11_length_generalisation"
     )
