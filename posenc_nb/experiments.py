@@ -69,17 +69,17 @@ EXPERIMENTS = {  # in the order a full run runs them
         "paper", _twins, "attention_heatmaps.csv attention_permutation_gap.csv",
         "attention_heatmaps attention_grid_nopos training_curves_attention_heatmaps"),
     "03_table1_corpora": _experiment(
-        "paper", lambda p: {"corpora": corpora_grid(p["train_settings"], [*p["corpora"], *p["online_corpora"]],
+        "tables", lambda p: {"corpora": corpora_grid(p["train_settings"], [*p["corpora"], *p["online_corpora"]],
                                                     p["table_encodings"], p["table_seeds"], p["corpus"],
                                                     p["corpora_settings"]),
                             "spread": _core(p, p["table_encodings"])},
         "table1_corpora.csv", "table1_corpora training_curves_table1_corpora", report="table1"),
     "04_table2_model_sizes": _experiment(
-        "paper", lambda p: {"sizes": size_grids(p), "spread": _core(p, p["size_encodings"])},
+        "tables", lambda p: {"sizes": size_grids(p), "spread": _core(p, p["size_encodings"])},
         "table2_model_sizes.csv size_positive_arm.csv size_gaps.csv size_law_fit.csv",
         "table2_model_sizes training_curves_table2_model_sizes", "size_trend size_law", "table2"),
     "05_table3_train_lengths": _experiment(
-        "paper", lambda p: {"lengths": lengths_grid(p["train_settings"], p["train_lengths"], p["corpus"],
+        "tables", lambda p: {"lengths": lengths_grid(p["train_settings"], p["train_lengths"], p["corpus"],
                                                     p["table_encodings"], p["table_seeds"]),
                             "spread": _core(p, p["table_encodings"])},
         "table3_train_lengths.csv", "table3_train_lengths training_curves_table3_train_lengths", report="table3"),
@@ -118,7 +118,7 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "length_generalisation length_generalisation_link training_curves_length_generalisation",
         "length_generalisation", "length_generalisation"),
     "12_start_token_and_budget": _experiment(
-        "beyond", start_and_budget_grids,
+        "budget", start_and_budget_grids,
         "start_token_budget.csv start_token_mechanism.csv start_token_segments.csv gap_budget.csv gap_budget_fit.csv "
         "ngram_reference.csv", "start_token gap_budget training_curves_start_token_budget", "start_token gap_closes",
         "start_token gap_budget"),
@@ -127,7 +127,10 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "modern_positions training_curves_modern_positions", "hybrid_quality hybrid_extrapolates drope_extends",
         "modern"),
 }
-# the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`
+# the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`. Four
+# parts, each a sitting of at most 150 minutes on the 2-core host from a fresh clone (each trains the core models
+# it uses; `posenc-reproduce plan` says each one's minutes here): the paper's figures, its tables, the studies
+# beyond it, and the gap against the budget, the costliest notebook, alone
 PARTS = {part: [name for name, entry in EXPERIMENTS.items() if entry.part == part]
          for part in dict.fromkeys(entry.part for entry in EXPERIMENTS.values())}
 

@@ -367,9 +367,11 @@ def main(argv=None) -> int:
                         help="parameter set (default: cpu, the main job)")
     chosen = parser.add_mutually_exclusive_group()
     chosen.add_argument("--part", action="append", choices=list(PARTS),
-                        help="run one part, a sitting: paper (notebooks 00-08) or beyond (09-13, training the core "
-                             "models it needs if absent); repeat for both, one after the other. `posenc-reproduce "
-                             "plan` estimates each one's minutes here")
+                        help="run one part, a sitting, training the core models it uses if absent: "
+                             + "; ".join(f"{part} (notebooks {', '.join(name[:2] for name in names)})"
+                                         for part, names in PARTS.items())
+                             + ". Repeat for more, one after the other. `posenc-reproduce plan` estimates each one's "
+                             "minutes here")
     chosen.add_argument("--only", action="append", metavar="NAME",
                         help="run only this notebook (name, number, or name without number); repeat for more")
     parser.add_argument("--out", help="folder for figures and CSVs (default: figures/ for cpu, runs/<profile>-figures "
