@@ -19,11 +19,11 @@ from .tables import WORD_ORDER_LOSSES, StaleTable, read_table
 
 # %% auto #0
 __all__ = ['PAPER_TABLES', 'START_ARMS', 'GAP_ARMS', 'TABLES', 'BLOCK', 'EXPERIMENTS', 'README', 'README_PAGES', 'PAGE_MARK',
-           'markdown_table', 'label', 'budget_table', 'extrapolation_table', 'context_use_table', 'settings_table',
-           'probe_table', 'mlm_table', 'order_use_table', 'word_order_table', 'loss_by_position_table', 'beyond_table',
-           'attention_scale_table', 'counting_table', 'length_generalisation_table', 'start_token_table',
-           'gap_budget_table', 'modern_table', 'notebook_findings', 'render', 'readme_blocks', 'readme_files',
-           'update_readme', 'claims_table']
+           'markdown_table', 'label', 'run_names', 'from_run', 'budget_table', 'extrapolation_table',
+           'context_use_table', 'settings_table', 'probe_table', 'mlm_table', 'order_use_table', 'word_order_table',
+           'loss_by_position_table', 'beyond_table', 'attention_scale_table', 'counting_table',
+           'length_generalisation_table', 'start_token_table', 'gap_budget_table', 'modern_table', 'notebook_findings',
+           'render', 'readme_blocks', 'readme_files', 'update_readme', 'claims_table']
 
 # %% ../nbs/06b_report.ipynb #d4bd15b4
 def markdown_table(df: pd.DataFrame, index_header: str | None = "", digits: int | None = None) -> str:
@@ -43,6 +43,25 @@ def label(encoding: str, variant=None) -> str:
 
     return encoding_label(encoding) + (f" ({variant})" if isinstance(variant, str) and variant else "")
 
+# %% ../nbs/06b_report.ipynb #rn000002
+def run_names(figures: Path) -> pd.Series:
+    """`{notebook: run}` for the notebooks of `figures`' timings: the part, date and commit of the run that last
+    published each; empty before any run."""
+    try:
+        timings = read_table(figures, "reproduce_timings.csv")
+    except StaleTable:
+        return pd.Series(dtype=object)
+    commit = timings.commit.astype(object).fillna("").astype(str)
+    names = [f"{part} run of {date} (commit {sha[:7]})" if sha else "run before runs were recorded"
+             for part, date, sha in zip(timings.part, timings.date, commit)]
+    return pd.Series(names, index=timings.notebook.values)
+
+
+def from_run(figures: Path, notebook: str | None) -> str:
+    "The line a block of `notebook`'s results ends with: the run it came from (`run_names`), or none (`''`)."
+    run = run_names(figures).get(notebook)
+    return f"(From the {run}.)" if run else ""
+
 # %% ../nbs/06b_report.ipynb #bf60f32b
 def _mean_std(df: pd.DataFrame, by: list, value: str, digits: int) -> pd.DataFrame:
     "`value` as 'mean ± std' over seeds per group of `by`, groups in the order they appear."
@@ -51,11 +70,14 @@ def _mean_std(df: pd.DataFrame, by: list, value: str, digits: int) -> pd.DataFra
 
 
 def budget_table(figures: Path) -> str:
-    "Minutes per notebook of the last full run, and their total."
+    "Minutes per notebook and the run it came from (`run_names`), then each run's total."
     timings = read_table(figures, "reproduce_timings.csv")
-    minutes = timings.set_index("notebook").seconds.div(60).round(1)
-    total = pd.Series({"**total**": round(timings.seconds.sum() / 60, 1)})
-    return markdown_table(pd.concat([minutes, total]).to_frame("minutes"))
+    runs = run_names(figures).reindex(timings.notebook).values
+    table = pd.DataFrame({"minutes": timings.seconds.div(60).round(1).values, "run": runs},
+                         index=timings.notebook.values)
+    totals = timings.seconds.groupby(runs, sort=False).sum().div(60).round(1)
+    totals = pd.DataFrame({"minutes": totals.values, "run": totals.index}, index=["**total**"] * len(totals))
+    return markdown_table(pd.concat([table, totals]))
 
 
 def extrapolation_table(figures: Path) -> str:
@@ -328,8 +350,8 @@ def notebook_findings(figures: Path, notebook: str) -> str:
     except StaleTable as stale:
         written = pd.read_csv(Path(figures) / CLAIMS_FILE, dtype=str).notebook
         claims = [f"(Its claims: {stale}.)"] if (written == notebook).any() else []
-    lines = [*map(str, found), *claims]
-    return "\n>\n".join(f"> {line}" for line in lines) or f"> ({notebook} found nothing to record.)"
+    lines = [*map(str, found), *claims] or [f"({notebook} found nothing to record.)"]
+    return "\n>\n".join(f"> {line}" for line in [*lines, from_run(figures, notebook)] if line)
 
 # %% ../nbs/06b_report.ipynb #123189a9
 BLOCK = re.compile(r"(<!-- generated:(?P<name>[\w/]+) -->\n)(?P<body>.*?)(<!-- /generated:(?P=name) -->)", re.S)
@@ -349,9 +371,16 @@ def render(name: str, figures: Path) -> str:
     if name not in TABLES:
         raise KeyError(f"README block {name!r} is neither a table ({', '.join(TABLES)}) nor findings/NOTEBOOK")
     try:
-        return TABLES[name](Path(figures))
+        table = TABLES[name](Path(figures))
     except StaleTable as stale:
         return f"({stale}.)"
+    return "\n\n".join(filter(None, [table, from_run(figures, _notebook_of(name))]))
+
+
+def _notebook_of(table: str) -> str | None:
+    "The experiment notebook whose entry shows the report table `table` (`posenc_nb.experiments`), if one does."
+    from posenc_nb.experiments import EXPERIMENTS as ENTRIES  # with the grids, so torch: loaded to render, not import
+    return next((notebook for notebook, entry in ENTRIES.items() if table in entry.report), None)
 
 
 def readme_blocks(text: str) -> dict[str, str]:
@@ -404,8 +433,9 @@ def claims_table(figures: Path) -> str:
     if claims.empty:
         return "No experiment notebook has saved its claims here yet: `posenc-reproduce` fills this table."
     cells = claims.replace(r"\|", r"\\|", regex=True)  # a bar inside a cell would split it
+    cells["run"] = cells.notebook.map(run_names(figures)).fillna("no run recorded")
     names = {"status": "outcome", "ours": "ours", "paper": "the paper's"}
-    return markdown_table(cells.set_index("claim").rename(columns=names)[[*names.values(), "notebook"]], "claim")
+    return markdown_table(cells.set_index("claim").rename(columns=names)[[*names.values(), "notebook", "run"]], "claim")
 
 
 TABLES["claims"] = claims_table
