@@ -40,6 +40,8 @@ _COMMON = dict(
     size_seeds=[0],  # Table 2 on the core's bytes a parameter (the same bytes: `table_seeds`)
     probe_eval_sequences=256,
     probe_epochs=2,
+    # validation tokens the positive arm of each of Table 2's sizes scores its permutations on (`core_positive_arm`'s)
+    size_arm_tokens=120_000,
     word_order_samples=100,
     position_segments=8,
     tasks=list(TASKS),  # the synthetic tasks of 11_length_generalisation
@@ -73,6 +75,7 @@ PROFILES["smoke"] = dict(
     sliding_stride=None,
     probe_sequences=8,
     probe_eval_sequences=4,
+    size_arm_tokens=512,  # six arms of 4 x 120,000 tokens took 3 of the smoke profile's 10 minutes
     probe_epochs=1,
     word_order_samples=4,
     attention_scales=[1.0, 1.5],
