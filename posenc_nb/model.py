@@ -442,7 +442,7 @@ def scoring_dtype(model, as_trained: bool = True) -> torch.dtype | None:
     default = AUTOCAST_DTYPES.get(model_device(model).type)
     return getattr(model, "trained_autocast", default) if as_trained else default
 
-
+# %% ../nbs/01b_model.ipynb #0adc291b
 @contextmanager
 def scored_in(model, dtype: torch.dtype | None):
     "`model` scored under autocast in `dtype` (None: full precision) while inside, whatever it trained under."
