@@ -310,7 +310,7 @@ def time_analyses(train_profile: str = "cpu", dtypes=tuple(PRECISIONS)) -> pd.Da
             seconds[dtype] = {name: wall_seconds(analysis) for name, analysis in analyses.items()}
     return pd.DataFrame(seconds).rename_axis("analysis")
 
-
+# %% ../nbs/07c_bench.ipynb #c1a2b3d3
 def _analyses_section(train_profile, dtypes) -> tuple[list[str], list[str]]:
     "The report's lines for the time of each analysis of one of the training profile's models, in each dtype."
     table = time_analyses(train_profile, dtypes)

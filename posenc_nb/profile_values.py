@@ -40,8 +40,7 @@ _COMMON = dict(
     size_seeds=[0],  # Table 2 on the core's bytes a parameter (the same bytes: `table_seeds`)
     probe_eval_sequences=256,
     probe_epochs=2,
-    # validation tokens the positive arm of each of Table 2's sizes scores its permutations on (`core_positive_arm`'s)
-    size_arm_tokens=120_000,
+    size_arm_tokens=120_000,  # validation tokens each size's positive arm scores (Table 2; `core_positive_arm`'s)
     word_order_samples=100,
     position_segments=8,
     tasks=list(TASKS),  # the synthetic tasks of 11_length_generalisation
