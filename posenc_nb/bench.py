@@ -24,7 +24,11 @@ import pandas as pd
 import torch
 
 from .encodings import ENCODINGS, encoding_problem
-from .model import PRESETS, ModelConfig, TransformerLM
+from .model import PRESETS, ModelConfig, TransformerLM, scored_in, training_autocast
+from .evaluate import context_use, perplexity_by_length
+from .order import loss_by_position, word_order_losses
+from .probe import hidden_states, probe_layers, probe_windows
+from .tokens import tokens_of
 from .config import ConfigError, TrainConfig, parse_overrides
 from .profile_values import PROFILES
 from .report import markdown_table
@@ -39,7 +43,8 @@ from .validation import choice_problem, each_entry, explained, or_null, positive
 
 # %% auto #0
 __all__ = ['PAPER_ENCODINGS', 'BFLOAT16_SPEEDUP', 'EVAL_LIMITS', 'SECTIONS', 'MATMUL_LIMIT', 'measure_throughput',
-           'measure_overhead', 'measure_forward', 'bench_eval', 'train_goals', 'eval_goals', 'run_benchmark', 'main']
+           'measure_overhead', 'measure_forward', 'bench_eval', 'train_goals', 'eval_goals', 'time_analyses',
+           'run_benchmark', 'main']
 
 # %% ../nbs/07c_bench.ipynb #b6f4aceb
 def measure_throughput(cfg: TrainConfig, steps: int = 10, matmul_size: int | None = None,
@@ -213,7 +218,7 @@ def eval_goals(evals: pd.DataFrame) -> list[str]:
     return goals
 
 # %% ../nbs/07c_bench.ipynb #af63c9f2
-SECTIONS = ("train", "breakdown", "trainer", "side_by_side", "eval")
+SECTIONS = ("train", "breakdown", "trainer", "side_by_side", "eval", "analyses")
 
 
 def _train_section(preset, batch_size, seq_len, steps, encodings, dtypes, peaks,
@@ -277,6 +282,44 @@ def _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds) -> 
             f"{eval_rounds} rounds taken in turns; peak = resident memory above the model, median of the rounds",
             markdown_table(evals, None, digits=3), ""], eval_goals(evals)
 
+# %% ../nbs/07c_bench.ipynb #c1a2b3d1
+def time_analyses(train_profile: str = "cpu", dtypes=tuple(PRECISIONS)) -> pd.DataFrame:
+    """Seconds of each analysis of one model of `train_profile` (its `train_settings`, NoPos, initial weights) on its
+    corpus with the profile's settings, under each of `dtypes`' autocast; the probe timed to its hidden states, and
+    with one pass of each of its probes over them. A row per analysis, a column per dtype."""
+    values = PROFILES[train_profile]
+    cfg = TrainConfig.from_dict(dict(values["train_settings"], pos_encoding="nopos"))
+    model, length = TransformerLM(cfg.model_config()).eval(), cfg.seq_len
+    tokens = tokens_of(cfg, "validation")
+    windows = probe_windows(model, tokens_of(cfg, "train"), tokens, n_train=values["probe_sequences"],
+                            n_eval=values["probe_eval_sequences"])
+    shorts = [2**k for k in range(3, (length - 1).bit_length())]
+    analyses = {
+        "perplexity": lambda: perplexity_by_length(model, tokens, [length], max_tokens=values["eval_tokens"]),
+        "context use": lambda: context_use(model, tokens, short=shorts, stride=shorts[0] // 2,
+                                           max_tokens=values["context_use_tokens"]),
+        "loss by position": lambda: loss_by_position(model, tokens, length, values["position_segments"],
+                                                     max_tokens=values["eval_tokens"]),
+        "order test": lambda: word_order_losses(model, tokens, length, values["word_order_samples"]),
+        "probe: hidden states": lambda: [hidden_states(model, w) for w in windows],
+        "probe: hidden states, a pass of each probe": lambda: probe_layers(model, windows, epochs=1, max_epochs=1),
+    }
+    seconds = {}
+    for dtype in dtypes:
+        with scored_in(model, training_autocast(dtype, "cpu")):
+            seconds[dtype] = {name: wall_seconds(analysis) for name, analysis in analyses.items()}
+    return pd.DataFrame(seconds).rename_axis("analysis")
+
+# %% ../nbs/07c_bench.ipynb #c1a2b3d3
+def _analyses_section(train_profile, dtypes) -> tuple[list[str], list[str]]:
+    "The report's lines for the time of each analysis of one of the training profile's models, in each dtype."
+    table = time_analyses(train_profile, dtypes)
+    if set(PRECISIONS) <= set(table.columns):
+        table["bfloat16 / float32"] = table.bfloat16 / table.float32
+    return [f"### Analyses of one model of the {train_profile} profile (its shape, NoPos) with the profile's settings: "
+            "seconds under each dtype's autocast; a probe's minutes are about its hidden states + (passes, 6 to 40) x "
+            "(the second probe row - the first)", markdown_table(table, None, digits=3), ""], []
+
 # %% ../nbs/07c_bench.ipynb #b8d0f2a4
 def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int = 128, steps: int = 15,
                   lengths=(128, 512, 2048, 8192), repeats: int = 2, encodings=tuple(ENCODINGS),
@@ -298,7 +341,8 @@ def run_benchmark(preset: str = "cpu-core", batch_size: int = 16, seq_len: int =
                           ("breakdown", lambda: _breakdown_section(train_profile, dtypes, steps)),
                           ("trainer", lambda: _trainer_section(train_profile, steps, matmul_size, rounds)),
                           ("side_by_side", lambda: _side_by_side_section(train_profile, side_steps)),
-                          ("eval", lambda: _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds))):
+                          ("eval", lambda: _eval_section(preset, lengths, seq_len, encodings, repeats, eval_rounds)),
+                          ("analyses", lambda: _analyses_section(train_profile, dtypes))):
         if section in sections:
             section_lines, section_goals = make()
             lines, goals = lines + section_lines, goals + section_goals

@@ -21,7 +21,7 @@ from torch import nn
 from .checksums import CheckpointError, verify_inputs, input_checksums
 from .config import RUNTIME_KEYS, ConfigError, TrainConfig, config_hash
 from .training_log import read_metrics
-from .model import MODEL_VERSION, TransformerLM
+from .model import MODEL_VERSION, TransformerLM, training_autocast
 from .model_cache import resident_model
 from .tokens import tokenizer_of
 from .files import atomic_write, disk_full, file_in_the_way, project_dir, sha256_file, write_json
@@ -322,7 +322,7 @@ class Run:
 # %% ../nbs/03c_checkpoint.ipynb #b3c7e1f5
 def _load_model(run: Run) -> TransformerLM:
     """`run`'s model from its checkpoint (its weights checked against their sha256) on its device in its dtype, in
-    eval mode."""
+    eval mode, carrying the autocast it trained under (`trained_autocast`: its scores run under it too)."""
     meta = read_meta(run.out_dir)
     if meta is None or meta["step"] != run.step:
         holds = "no checkpoint" if meta is None else f"step {meta['step']}"
@@ -334,6 +334,7 @@ def _load_model(run: Run) -> TransformerLM:
     for weight in model.parameters():  # not Module.to(dtype): it would make RoPE's complex turns real, and round the
         # buffers (angles, tables), which the encodings cast where they are used
         weight.data = weight.data.to(run.dtype)
+    model.trained_autocast = training_autocast(run.config.dtype, run.device.type)
     return model.eval()
 
 # %% ../nbs/03c_checkpoint.ipynb #e7f9a1b3

@@ -19,7 +19,7 @@ from .guards import check_causal, check_context_length, check_context_lengths, c
 from .batches import eval_windows
 from .model import layer_encodings
 from .plots import add_caption, loss_unit, new_figure, plot_by_encoding, style_axes, token_unit
-from .model import frozen, model_device
+from .model import frozen, model_device, scored_in
 from .validation import check_value, each_entry, positive_int, positive_int_problem, positive_number_problem
 
 # defined with the figures (posenc_nb.plots), still read from here by other chapters
@@ -28,7 +28,8 @@ _all_ = ["token_unit", "loss_unit"]
 # %% auto #0
 __all__ = ['PROTOCOLS', 'LOGITS_BUDGET', 'model_encoding', 'rows_per_batch', 'window_batches', 'window_nll',
            'perplexity_by_length', 'plot_perplexity', 'scaled_attention', 'log_length_scale', 'attention_scale_sweep',
-           'context_use_ends', 'context_windows', 'context_use', 'plot_context_use', 'token_unit', 'loss_unit']
+           'context_use_ends', 'context_windows', 'context_use', 'plot_context_use', 'dtype_moves', 'token_unit',
+           'loss_unit']
 
 # %% ../nbs/04a_evaluate.ipynb #e04d0f10
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -63,7 +64,7 @@ def window_batches(windows: Iterable, batch_size: int) -> Iterator[tuple[torch.T
 def window_nll(model, windows: Iterable, batch_size: int = 8) -> tuple[float, int]:
     "Summed next-token negative log-likelihood (nats) and number of targets scored over `eval_windows`-style windows."
     total, count, device = 0.0, 0, model_device(model)
-    with frozen(model):
+    with frozen(model, as_trained=True):
         for ids, score_from in window_batches(windows, batch_size):
             ids = ids.to(device)
             logits = model(ids[:, :-1]).logits[:, score_from:]
@@ -245,3 +246,17 @@ def plot_context_use(df: pd.DataFrame, long: int, unit: str = "token", caption: 
     if caption:
         add_caption(fig, caption)
     return fig
+
+# %% ../nbs/04a_evaluate.ipynb #a7c3e1f2
+def dtype_moves(score, models: dict, dtype: torch.dtype = torch.bfloat16) -> pd.DataFrame:
+    """How far scoring under autocast in `dtype` moves what `score(model)` reports (a dict of arrays) from its full
+    precision values: the largest change of each, a row per model of `models` (by name)."""
+    def scored(m, autocast_dtype):
+        with scored_in(m, autocast_dtype):
+            return {what: np.asarray(value, dtype=float) for what, value in score(m).items()}
+
+    moves = {}
+    for name, m in models.items():
+        full, moved = scored(m, None), scored(m, dtype)
+        moves[name] = {what: float(np.abs(moved[what] - full[what]).max()) for what in full}
+    return pd.DataFrame(moves).T

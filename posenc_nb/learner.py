@@ -21,7 +21,7 @@ from torch.profiler import record_function
 from .checkpoint import load_optimizer, load_parent, load_weights, pick_device
 from .checksums import verify_inputs
 from .config import ConfigError, TrainConfig
-from .model import TransformerLM
+from .model import TransformerLM, model_device, training_autocast
 from .batches import _DROPOUT, _EVAL, IGNORE, derived_seed, lm_batch
 from .special_tokens import SpecialIds
 from .tokens import special_ids, tokenizer_of, tokens_of
@@ -159,9 +159,10 @@ def start_model(cfg: TrainConfig, device: torch.device, out_dir: Path | None = N
                 meta: dict | None = None) -> tuple[TransformerLM, torch.optim.AdamW]:
     """`cfg`'s model on `device` and its optimizer, initialised from `cfg.seed` (the same weights in every process),
     then given the weights and optimizer state of the checkpoint `meta` in `out_dir`, if any; else its `parent`'s
-    weights."""
+    weights. The model carries the autocast it trains under (`trained_autocast`), which its scores run under too."""
     torch.manual_seed(cfg.seed)
     model = TransformerLM(cfg.model_config()).to(device)
+    model.trained_autocast = training_autocast(cfg.dtype, model_device(model).type)
     optimizer = make_optimizer(model, cfg)
     if meta:
         load_weights(model, out_dir, meta)
@@ -173,8 +174,8 @@ def start_model(cfg: TrainConfig, device: torch.device, out_dir: Path | None = N
 
 def autocast_for(dtype: str, device: torch.device):
     "The autocast a run trains under: bfloat16 for `dtype='bfloat16'`, and for `'auto'` on a GPU; else none (float32)."
-    use_bf16 = dtype == "bfloat16" or (dtype == "auto" and device.type == "cuda")
-    return torch.autocast(device.type, torch.bfloat16) if use_bf16 else nullcontext()
+    autocast_dtype = training_autocast(dtype, device.type)
+    return torch.autocast(device.type, autocast_dtype) if autocast_dtype else nullcontext()
 
 # %% ../nbs/03d_learner.ipynb #9369578c
 class Learner:

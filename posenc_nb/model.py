@@ -24,7 +24,8 @@ from .validation import check_value, choice_problem, fraction_problem, positive_
 __all__ = ['PRESETS', 'FORMED_SCORES_LIMIT', 'MODEL_VERSION', 'AUTOCAST_DTYPES', 'ModelConfig', 'AttentionBias', 'attention_bias',
            'whole_bias', 'fused_attention', 'explicit_attention', 'attention_dtype', 'forms_scores', 'SelfAttention',
            'MLP', 'Block', 'LMOutput', 'model_inputs', 'layer_encodings', 'TransformerLM', 'position_token_ratio',
-           'check_token_ids', 'encoding_options', 'model_device', 'frozen']
+           'check_token_ids', 'encoding_options', 'model_device', 'training_autocast', 'scoring_dtype', 'scored_in',
+           'frozen']
 
 # %% ../nbs/01b_model.ipynb #926d5fe0
 @dataclass
@@ -424,17 +425,44 @@ def model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+def training_autocast(dtype: str, device_type: str) -> torch.dtype | None:
+    """The autocast dtype a run whose config says `dtype` trains under on `device_type`: bfloat16 for "bfloat16", and
+    for "auto" on a GPU; None (full precision) else."""
+    return torch.bfloat16 if dtype == "bfloat16" or (dtype == "auto" and device_type == "cuda") else None
+
+
 # Where analyses run under autocast, and in what: bfloat16 on a GPU, as training with dtype="auto" runs there; full
-# precision elsewhere. (A run trained with an explicit dtype="float32" on a GPU is still analysed in bfloat16.)
+# precision elsewhere. Scores (`frozen(as_trained=True)`) run as their model trained where it says (`scoring_dtype`).
 AUTOCAST_DTYPES = {"cuda": torch.bfloat16}
 
 
+def scoring_dtype(model, as_trained: bool = True) -> torch.dtype | None:
+    """The autocast dtype an analysis runs `model` under (None: full precision): `AUTOCAST_DTYPES`'s for its device;
+    `as_trained`, the one it trained under where it says (`model.trained_autocast`, which a run's model carries)."""
+    default = AUTOCAST_DTYPES.get(model_device(model).type)
+    return getattr(model, "trained_autocast", default) if as_trained else default
+
+# %% ../nbs/01b_model.ipynb #0adc291b
 @contextmanager
-def frozen(model):
-    """Evaluation mode without gradients, under the autocast of `AUTOCAST_DTYPES` for the model's device, for the
-    duration; the model's previous mode is restored afterwards."""
-    was_training, device = model.training, model_device(model)
-    dtype = AUTOCAST_DTYPES.get(device.type)
+def scored_in(model, dtype: torch.dtype | None):
+    "`model` scored under autocast in `dtype` (None: full precision) while inside, whatever it trained under."
+    kept = vars(model).get("trained_autocast", scored_in)  # `scored_in` itself: no dtype of its own before
+    model.trained_autocast = dtype
+    try:
+        yield model
+    finally:
+        if kept is scored_in:
+            del model.trained_autocast
+        else:
+            model.trained_autocast = kept
+
+
+@contextmanager
+def frozen(model, as_trained: bool = False):
+    """Evaluation mode without gradients, under the autocast of `scoring_dtype` (`as_trained`: the one the model
+    trained under; for the scores, whose chapters check what it moves), for the duration; the model's previous mode is
+    restored afterwards."""
+    was_training, device, dtype = model.training, model_device(model), scoring_dtype(model, as_trained)
     model.eval()
     try:
         with torch.no_grad(), torch.autocast(device.type, dtype) if dtype else nullcontext():

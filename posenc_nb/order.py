@@ -124,7 +124,7 @@ def loss_by_position(model, tokens, context_length: int, n_buckets: int = 8, max
     windows = eval_windows(tokens, context_length, max_tokens=max_tokens)
     full = ((ids, s) for ids, s in windows if s == 0 and len(ids) == context_length + 1)  # the split's tail is left out
     loss_sum, n_windows, device = torch.zeros(context_length, dtype=torch.float64), 0, model_device(model)
-    with frozen(model):
+    with frozen(model, as_trained=True):
         for ids, _ in window_batches(full, rows_per_batch(model, context_length, batch_size)):
             ids = ids.to(device)
             losses = F.cross_entropy(model(ids[:, :-1]).logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")
@@ -233,7 +233,7 @@ def _span_losses(model, windows: torch.Tensor, targets: torch.Tensor, lengths: t
     spans = (positions >= targets[:, None] - 1) & (positions < (targets + lengths)[:, None] - 1)
     losses, device = [], model_device(model)
     step = rows_per_batch(model, windows.shape[1] - 1, batch_size)
-    with frozen(model):
+    with frozen(model, as_trained=True):
         for i in range(0, len(windows), step):
             ids = windows[i : i + step].to(device)
             each = F.cross_entropy(model(ids[:, :-1]).logits.transpose(1, 2).float(), ids[:, 1:], reduction="none")

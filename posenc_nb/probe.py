@@ -131,10 +131,11 @@ def probe_scores(probe: TrainedProbe, states: torch.Tensor) -> dict:
             for slot, score in enumerate(SCORES)}
 
 # %% ../nbs/04d_probe.ipynb #f13cc02b
-def _check(probe: nn.Module, select_states: torch.Tensor, epoch: float, lr: float, history: list, best: dict) -> float:
-    """Score `probe` on the selection states into `history`, keep a copy in `best` for each score it improves; its
-    loss there."""
-    argmax, median, loss = _read(probe, select_states)
+def _check(probe: nn.Sequential, select_features: torch.Tensor, epoch: float, lr: float, history: list,
+           best: dict) -> float:
+    """Score `probe` on the selection states into `history` (`select_features`: standardised by `probe[0]`, read by
+    the rest), keep a copy in `best` for each score it improves; its loss there."""
+    argmax, median, loss = _read(probe[1], select_features)
     scores = dict(zip(SCORES, map(position_mad, (argmax, median))))
     history.append(dict(epoch=epoch, lr=lr, loss=loss, **scores))
     for score, value in scores.items():
@@ -166,7 +167,9 @@ def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: s
     with torch.random.fork_rng(devices=[]):  # seeded initial weights without touching the caller's random state
         torch.manual_seed(seed)
         probe = nn.Sequential(Standardise(train_states), make_probe(d, length, kind)).to(device)
-    features = train_states.reshape(-1, d)  # token i of the flattened windows sits at position i % length
+    with torch.no_grad():  # standardised once, not a batch at a time: the same numbers, fewer passes over them
+        features = probe[0](train_states).reshape(-1, d)  # token i of the flattened windows sits at position i % length
+        select_features = probe[0](select_states.to(device))
     per_epoch, history, best = math.ceil(len(features) / settings.batch_size), [], {}
     optimizer = torch.optim.AdamW(probe.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     plateau, stopped = Plateau(settings.patience, settings.lr_drops, settings.min_improvement), False
@@ -175,9 +178,9 @@ def train_probe(train_states: torch.Tensor, select_states: torch.Tensor, kind: s
         for group in optimizer.param_groups:
             group["lr"] = lr = settings.lr * settings.lr_scale(step, per_epoch, plateau.drops)
         optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(probe(features[batch]), batch % length).backward()
+        F.cross_entropy(probe[1](features[batch]), batch % length).backward()
         optimizer.step()
-        if check and (stopped := plateau.update(_check(probe, select_states, epoch, lr, history, best),
+        if check and (stopped := plateau.update(_check(probe, select_features, epoch, lr, history, best),
                                                 epoch >= settings.epochs)):
             break
     return TrainedProbe({score: best[score][1] for score in SCORES}, pd.DataFrame(history), epoch, settings.max_epochs,

@@ -54,7 +54,7 @@ def _task_encoding_problem(name: str) -> str | None:
 
 # %% ../nbs/02h_profiles.ipynb #f91f2d25
 _COUNTS = ("probe_sequences", "probe_eval_sequences", "probe_epochs", "word_order_samples", "position_segments",
-           "task_examples", "task_probe_sequences")
+           "task_examples", "task_probe_sequences", "arm_tokens")
 _ALONE = [  # (the parameter a rule reads, the problem it finds in its value)
     (("profile",), lambda name: choice_problem(name, PROFILES)),
     (("out_dir",), lambda folder: None if folder.strip() else f"must be the path of a folder, got {folder!r}"),
@@ -194,6 +194,7 @@ class ExperimentParameters(Checked):
     probe_sequences: int
     probe_eval_sequences: int
     probe_epochs: int
+    arm_tokens: int  # validation tokens each positive arm of Table 2's sizes and 12's budgets scores
     word_order_samples: int
     position_segments: int
     sentence: str

@@ -20,6 +20,7 @@ from .checkpoint import Run
 from .config import TrainConfig
 from .guards import check_context_lengths
 from .evaluate import perplexity_by_length
+from .model import scoring_dtype
 from .position_classifier import PROBE_KINDS, ProbeTraining
 from .probe import ProbeWindows, initial_model, probe_layers, probe_run
 from .tokens import load_tokens, tokens_of
@@ -111,8 +112,9 @@ def forward_changes(model) -> list[str]:
 
 
 def score_key(model, tokens, protocol: str, stride: int | None, max_tokens: int | None) -> dict:
-    "Everything a perplexity depends on but its context length: the weights, the model's config, the tokens."
-    key = dict(weights=_weights_digest(model), config=asdict(model.config),
+    """Everything a perplexity depends on but its context length: the weights, the model's config, the autocast it
+    is scored under (`scoring_dtype`: float32 and bfloat16 scores never mix), the tokens."""
+    key = dict(weights=_weights_digest(model), config=asdict(model.config), autocast=str(scoring_dtype(model)),
                tokens=_digest([np.asarray(tokens)]), protocol=protocol, stride=stride, max_tokens=max_tokens)
     return json.loads(json.dumps(key))  # as it reads back from the file
 
