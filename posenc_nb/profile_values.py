@@ -19,7 +19,7 @@ _COMMON = dict(
     table_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # the paper's four, for Tables 1-3 and Fig. 2
     mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
     start_token_encodings=["nopos", "learned"],  # trained again with a start token at the head of every window (12)
-    # the budgets of the gap against the budget besides the core's (12); None: a third, two thirds, twice the core's
+    # the budgets of the gap against the budget besides the core's (14); None: a third, two thirds, twice the core's
     budget_steps=None,
     # TrainConfig keys the modern-positions models change (13); {}: the core recipe, its models reused
     modern_settings={},
