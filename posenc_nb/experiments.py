@@ -118,8 +118,8 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "length_generalisation length_generalisation_link training_curves_length_generalisation",
         "length_generalisation", "length_generalisation"),
     "12_start_token": _experiment(
-        "beyond", lambda p: [_core(p, p["start_token_encodings"]),
-                             start_token_grid(p["train_settings"], p["corpus"], p["start_token_encodings"], p["seeds"])],
+        "beyond", lambda p: [_core(p, p["start_token_encodings"]), start_token_grid(
+            p["train_settings"], p["corpus"], p["start_token_encodings"], p["seeds"])],
         "start_token_budget.csv start_token_mechanism.csv start_token_segments.csv",
         "start_token training_curves_start_token", "start_token", "start_token"),
     "13_modern_positions": _experiment(
