@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .grids import (Grid, beyond_grid, core_grid, corpora_grid, lengths_grid, masked_grid, modern_grids,
-                             nopos_twins, size_grids, start_and_budget_grids, task_grid)
+from .grids import (Grid, beyond_grid, budget_grid, budget_steps_of, core_grid, corpora_grid, lengths_grid,
+                             masked_grid, modern_grids, nopos_twins, size_grids, start_token_grid, task_grid)
 from .profile_values import PROFILES
 
 # %% auto #0
@@ -117,15 +117,21 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "length_generalisation.csv length_generalisation_summary.csv length_generalisation_link.csv",
         "length_generalisation length_generalisation_link training_curves_length_generalisation",
         "length_generalisation", "length_generalisation"),
-    "12_start_token_and_budget": _experiment(
-        "budget", start_and_budget_grids,
-        "start_token_budget.csv start_token_mechanism.csv start_token_segments.csv gap_budget.csv gap_budget_fit.csv "
-        "ngram_reference.csv", "start_token gap_budget training_curves_start_token_budget", "start_token gap_closes",
-        "start_token gap_budget"),
+    "12_start_token": _experiment(
+        "beyond", lambda p: [_core(p, p["start_token_encodings"]), start_token_grid(
+            p["train_settings"], p["corpus"], p["start_token_encodings"], p["seeds"])],
+        "start_token_budget.csv start_token_mechanism.csv start_token_segments.csv",
+        "start_token training_curves_start_token", "start_token", "start_token"),
     "13_modern_positions": _experiment(
         "beyond", modern_grids, "modern_perplexity.csv modern_probe.csv modern_repeat.csv modern_positions.csv",
         "modern_positions training_curves_modern_positions", "hybrid_quality hybrid_extrapolates drope_extends",
         "modern"),
+    "14_gap_budget": _experiment(  # NoPos and learned at each budget, the core's among them, every seed
+        "budget", lambda p: budget_grid(p["train_settings"], p["corpus"],
+                                        budget_steps_of(p["train_settings"], p["budget_steps"]), ["nopos", "learned"],
+                                        p["seeds"]),
+        "gap_budget_losses.csv gap_budget.csv gap_budget_fit.csv ngram_reference.csv",
+        "gap_budget training_curves_gap_budget", "gap_closes", "gap_budget"),
 }
 # the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`. Four
 # parts, each a sitting of at most 150 minutes on the 2-core host from a fresh clone (each trains the core models

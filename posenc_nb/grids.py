@@ -23,7 +23,7 @@ from .workers import train_runs
 __all__ = ['SIZE_PROTOCOLS', 'MODERN_TEMPERATURE', 'MODERN_VARIANTS', 'EVERY_SEED', 'Grid', 'train_grids', 'run_config',
            'model_parameters', 'model_size_variants', 'ratio_size_variants', 'core_grid', 'masked_grid', 'nopos_twins',
            'corpora_grid', 'size_grids', 'lengths_grid', 'beyond_grid', 'task_grid', 'start_token_grid',
-           'budget_steps_of', 'budget_grid', 'drope_grids', 'modern_grids', 'shared_runs', 'start_and_budget_grids']
+           'budget_steps_of', 'budget_grid', 'drope_grids', 'modern_grids', 'shared_runs']
 
 # %% ../nbs/05d_grids.ipynb #fe2b0588
 @dataclass(frozen=True)
@@ -180,11 +180,11 @@ def budget_steps_of(train_settings: dict, budget_steps=None) -> list[int]:
     return sorted({n for n in others if n > 0} | {core})
 
 
-def budget_grid(train_settings: dict, corpus: str, steps, encodings, seeds, start_token: bool = False) -> Grid:
+def budget_grid(train_settings: dict, corpus: str, steps, encodings, seeds) -> Grid:
     """A variant per number of `steps`, each of the core recipe with its schedule fitted to its steps (warm-up kept);
-    the core's own steps are the core runs (with `start_token`, the start-token arm's)."""
-    arm = dict(corpus=corpus, start_token=True) if start_token else dict(corpus=corpus)
-    return Grid(train_settings, {f"{n} steps": dict(arm, max_steps=n) for n in steps}, list(encodings), list(seeds))
+    the core's own steps are the core runs."""
+    return Grid(train_settings, {f"{n} steps": dict(corpus=corpus, max_steps=n) for n in steps}, list(encodings),
+                list(seeds))
 
 # %% ../nbs/05d_grids.ipynb #e42h0002
 # Llama 4's attn_scale; a floor_scale that acts at 1x-8x of 128
@@ -232,14 +232,3 @@ def shared_runs(runs: dict, grid: Grid) -> list:
     "The keys of `runs` whose run is one of `grid`'s (the same config, so the same folder): the runs a table reuses."
     names = {run_dir(cfg).name for cfg in grid.configs().values()}
     return [key for key, run in runs.items() if run.name in names]
-
-# %% ../nbs/05d_grids.ipynb #a91e8cc5
-def start_and_budget_grids(p: dict) -> list[Grid]:
-    """The start-token notebook's: the core and the start-token arm (`start_token_encodings`, every seed), then NoPos
-    and learned at each budget (every seed: the gap's fit takes its interval from them), and NoPos with the start token
-    at each budget (the first seed)."""
-    ts, corpus, seeds, encodings = p["train_settings"], p["corpus"], p["seeds"], p["start_token_encodings"]
-    steps = budget_steps_of(ts, p["budget_steps"])
-    return [core_grid(ts, corpus, encodings, seeds), start_token_grid(ts, corpus, encodings, seeds),
-            budget_grid(ts, corpus, steps, ["nopos", "learned"], seeds),
-            budget_grid(ts, corpus, steps, ["nopos"], seeds[:1], start_token=True)]

@@ -19,7 +19,7 @@ _COMMON = dict(
     table_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # the paper's four, for Tables 1-3 and Fig. 2
     mlm_encodings=["nopos", "learned", "sinusoidal", "alibi"],  # Table 4's four, all bidirectional
     start_token_encodings=["nopos", "learned"],  # trained again with a start token at the head of every window (12)
-    # the budgets of the gap against the budget besides the core's (12); None: a third, two thirds, twice the core's
+    # the budgets of the gap against the budget besides the core's (14); None: a third, two thirds, twice the core's
     budget_steps=None,
     # TrainConfig keys the modern-positions models change (13); {}: the core recipe, its models reused
     modern_settings={},
@@ -41,7 +41,7 @@ _COMMON = dict(
     size_seeds=[0],  # Table 2 on the core's bytes a parameter (the same bytes: `table_seeds`)
     probe_eval_sequences=256,
     probe_epochs=2,
-    arm_tokens=120_000,  # validation tokens the positive arms of Table 2's sizes and 12's budgets score
+    arm_tokens=120_000,  # validation tokens the positive arms of Table 2's sizes and 14's budgets score
     word_order_samples=100,
     position_segments=8,
     tasks=list(TASKS),  # the synthetic tasks of 11_length_generalisation
@@ -75,7 +75,7 @@ PROFILES["smoke"] = dict(
     sliding_stride=None,
     probe_sequences=8,
     probe_eval_sequences=4,
-    arm_tokens=512,  # Table 2's and 12's arms at 4 x 120,000 tokens each took 5 of the smoke profile's 10 minutes
+    arm_tokens=512,  # Table 2's and 14's arms at 4 x 120,000 tokens each took 5 of the smoke profile's 10 minutes
     probe_epochs=1,
     word_order_samples=4,
     attention_scales=[1.0, 1.5],

@@ -176,7 +176,7 @@ class ExperimentParameters(Checked):
     size_encodings: list[str]  # Table 2's, NoPos and learned among them
     mlm_encodings: list[str]
     start_token_encodings: list[str]  # trained again with a start token (12)
-    budget_steps: list[int] | None  # the budgets besides the core's (12; None: a third, two thirds, twice)
+    budget_steps: list[int] | None  # the budgets besides the core's (14; None: a third, two thirds, twice)
     modern_settings: dict  # keys the modern-positions models change (13)
     drope_steps: int | None  # DroPE's recalibration steps (13; None: a tenth of its parent's)
     beyond_encodings: list[str] | None
@@ -194,7 +194,7 @@ class ExperimentParameters(Checked):
     probe_sequences: int
     probe_eval_sequences: int
     probe_epochs: int
-    arm_tokens: int  # validation tokens each positive arm of Table 2's sizes and 12's budgets scores
+    arm_tokens: int  # validation tokens each positive arm of Table 2's sizes and 14's budgets scores
     word_order_samples: int
     position_segments: int
     sentence: str

@@ -256,7 +256,7 @@ def start_token_table(figures: Path) -> str:
     return markdown_table(table.reindex(columns=list(START_ARMS)).fillna("n/a").rename(columns=START_ARMS))
 
 # %% ../nbs/06b_report.ipynb #24d767b2
-GAP_ARMS = {"core": "windows anywhere", "start token": "start token"}  # an arm of gap_budget.csv -> its column
+GAP_ARMS = {"core": "NoPos minus learned"}  # an arm of gap_budget.csv -> its column (the start token's was dropped)
 
 
 def _short_bytes(n: float) -> str:
@@ -272,13 +272,14 @@ def _reach(*bytes_: float) -> str:
 
 
 def gap_budget_table(figures: Path) -> str:
-    """NoPos's loss minus the learned model's (nats a byte, mean over seeds) per budget and arm; below, each arm's power
-    law in training bytes (or why there is none) and the bytes at which its line reaches each of the paper's gaps."""
+    """NoPos's loss minus the learned model's (nats a byte, mean over seeds) per budget and arm of `GAP_ARMS`; below,
+    each arm's power law in training bytes (or why there is none) and the bytes at which its line reaches each of the
+    paper's gaps."""
     gaps = read_table(figures, "gap_budget.csv")
     # all fitted: an empty column, read as floats
     fits = read_table(figures, "gap_budget_fit.csv").astype({"problem": object})
     bytes_at = gaps.groupby("steps").train_bytes.first()
-    table = (gaps.pivot_table(index="steps", columns="arm", values="gap").reindex(columns=list(GAP_ARMS))
+    table = (gaps.pivot_table(index="steps", columns="arm", values="gap")
              .map(lambda g: "n/a" if pd.isna(g) else f"{g:.3f}")
              .rename(index=lambda steps: f"{steps} steps ({_short_bytes(bytes_at[steps])} bytes)"))
     for arm, part in fits.groupby("arm"):
@@ -287,7 +288,7 @@ def gap_budget_table(figures: Path) -> str:
         for r in [] if problem else part.itertuples():
             target = f"bytes to reach {r.target} ({r.target_gap:.4f})"
             table.loc[target, arm] = _reach(r.bytes, r.bytes_near, r.bytes_far)
-    return markdown_table(table.fillna("n/a").rename(columns=GAP_ARMS))
+    return markdown_table(table.reindex(columns=list(GAP_ARMS)).fillna("n/a").rename(columns=GAP_ARMS))
 
 # %% ../nbs/06b_report.ipynb #e42j0002
 def modern_table(figures: Path) -> str:

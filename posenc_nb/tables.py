@@ -114,11 +114,13 @@ OUTPUT_TABLES |= {
     "length_generalisation_link.csv": _table("a NoPos repeat model at a length: how readable position is, and exact "
                                              "match",
                                              "task encoding seed length readability accuracy random_mad"),
-    "start_token_budget.csv": _table("a model of an arm at a budget",
+    "start_token_budget.csv": _table("a model of an arm at the core budget",
                                      "arm steps train_tokens encoding seed perplexity loss"),
     "start_token_mechanism.csv": _table("a model of an arm: context gain, attention to the first key, probe",
                                         "arm encoding seed context_gain first_key_attention probe_mad middle_mad"),
     "start_token_segments.csv": _table("an arm's loss over a segment of positions", "arm encoding bucket segment loss"),
+    "gap_budget_losses.csv": _table("a NoPos or learned model at a budget",
+                                    "steps train_tokens encoding seed perplexity loss"),
     "gap_budget.csv": _table("NoPos's gap to learned positions in an arm at a budget", "arm steps train_bytes gap"),
     "gap_budget_fit.csv": _table("an arm's power law of the gap in bytes, or why none fits", "arm", "problem"),
     "ngram_reference.csv": _table("an add-k n-gram model of the training tokens, scored on the validation tokens every "

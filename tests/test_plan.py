@@ -66,7 +66,7 @@ def test_every_notebook_writes_and_decides_what_its_entry_declares():
 
 def test_the_notebooks_share_the_core_runs():
     """The positive arm's models are core models (the learned one of the first seed, NoPos's of every seed); the
-    start-token notebook adds its arm and the other budgets to the core runs."""
+    start-token notebook adds its arm to the core runs, the gap-against-the-budget notebook the other budgets."""
     smoke = dict(SMOKE, profile="smoke")
     folders = {
         name: {run_dir(cfg).name for grid in entry.trained(smoke) for cfg in grid.configs().values()}
@@ -74,9 +74,11 @@ def test_the_notebooks_share_the_core_runs():
     }
     n_seeds = len(SMOKE["seeds"])
     assert len(folders["00_positive_arm"]) == 1 + n_seeds and folders["00_positive_arm"] <= folders["01_extrapolation"]
-    # core and start-token arm, then NoPos and learned every seed, start NoPos the first, at each budget but the core's
-    added = folders["12_start_token_and_budget"] - folders["01_extrapolation"]
-    assert len(added) == 2 * n_seeds + (2 * n_seeds + 1) * len(SMOKE["budget_steps"])
+    assert folders["12_start_token"] & folders["14_gap_budget"] <= folders["01_extrapolation"]  # the core's alone
+    # the start-token arm, NoPos and learned every seed
+    assert len(folders["12_start_token"] - folders["01_extrapolation"]) == 2 * n_seeds
+    # NoPos and learned every seed at each budget but the core's
+    assert len(folders["14_gap_budget"] - folders["01_extrapolation"]) == 2 * n_seeds * len(SMOKE["budget_steps"])
 
 
 def test_the_plan_names_every_notebook():
@@ -143,19 +145,21 @@ def test_plan_says_each_parts_minutes_here(capsys):
     assert main(["plan", "--profile", "smoke"]) == 0
     out = capsys.readouterr().out
     said = next(line for line in out.splitlines() if line.startswith("minutes here"))
-    assert re.search(r"a core step every \d+ ms, measured, from a fresh clone: paper about \d+, beyond about \d+", said)
+    parts = ", ".join(rf"{part} about \d+" for part in PARTS)  # every part, in run order
+    assert re.search(rf"a core step every \d+ ms, measured, from a fresh clone: {parts}", said), said
     assert out.index("minutes here") < out.index("#!/usr/bin/env bash"), out
     assert main(["plan", "--profile", "quick"]) == 0
     assert re.search(r"from a fresh clone: quick about \d+ ", capsys.readouterr().out)
 
 
 def test_the_budget_curve_trains_every_seed_at_every_budget():
-    """The cpu profile's gap against the budget: NoPos and learned positions, every seed, at 2,000, 4,000, the core's
-    6,000 and 12,000 steps (no 1,000: the regime before positions pay); NoPos with the start token the first seed."""
+    """The cpu profile's gap against the budget: NoPos and learned positions, every seed, at its budgets and the core's
+    (no 1,000 steps: the regime before positions pay), and nothing else: no start token at the budgets."""
+    cpu = PROFILES["cpu"]
     plan = training_plan("cpu")
-    budget = plan[plan.notebooks.str.contains("12_start_token_and_budget")]
+    budget = plan[plan.notebooks.str.contains("14_gap_budget")]
     seeds = {(enc, steps): set(part.seed) for (enc, steps), part in budget.groupby(["encoding", "steps"])}
-    for steps in (2000, 4000, 6000, 12_000):
-        assert seeds[("learned", steps)] == {0, 1, 2}, (steps, seeds)
-        assert {0, 1, 2} <= seeds[("nopos", steps)], (steps, seeds)
+    budgets = grids.budget_steps_of(cpu["train_settings"], cpu["budget_steps"])
+    assert len(budgets) >= 3 and cpu["train_settings"]["max_steps"] in budgets
+    assert seeds == {(enc, steps): set(cpu["seeds"]) for enc in ("nopos", "learned") for steps in budgets}
     assert 1000 not in set(budget.steps)
