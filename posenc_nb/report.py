@@ -434,7 +434,8 @@ def claims_table(figures: Path) -> str:
     if claims.empty:
         return "No experiment notebook has saved its claims here yet: `posenc-reproduce` fills this table."
     cells = claims.replace(r"\|", r"\\|", regex=True)  # a bar inside a cell would split it
-    cells["run"] = cells.notebook.map(run_names(figures)).fillna("no run recorded")
+    runs = run_names(figures)
+    cells["run"] = [runs.get(notebook, "no run recorded") for notebook in cells.notebook]
     names = {"status": "outcome", "ours": "ours", "paper": "the paper's"}
     return markdown_table(cells.set_index("claim").rename(columns=names)[[*names.values(), "notebook", "run"]], "claim")
 
