@@ -18,15 +18,9 @@ from posenc_nb.claims import (
     save_claims,
     write_claims_table,
 )
+from support import SAMPLE_CLAIM
 
-claim = Claim(
-    "NoPos is competitive",
-    "partly reproduces",
-    "+0.05 ± 0.01 nats a byte",
-    "+0.009 nats a byte",
-    "within the paper's gap",
-    "NoPos 8.6 against learned 8.2",
-)
+claim = SAMPLE_CLAIM
 
 
 def test_untested_keeps_the_numbers_and_every_reason():

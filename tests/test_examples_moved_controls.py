@@ -5,7 +5,7 @@ its hidden cells."""
 
 import pytest
 
-from posenc_nb.claims import Claim, Finding, Findings
+from posenc_nb.claims import Finding, Findings
 from posenc_nb.controls import (
     context_control,
     degrades_control,
@@ -15,15 +15,9 @@ from posenc_nb.controls import (
     positions_control,
     positive_arm_control,
 )
+from support import SAMPLE_CLAIM
 
-claim = Claim(
-    "NoPos is competitive",
-    "partly reproduces",
-    "+0.05 ± 0.01 nats a byte",
-    "+0.009 nats a byte",
-    "within the paper's gap",
-    "NoPos 8.6 against learned 8.2",
-)
+claim = SAMPLE_CLAIM
 passing = positive_arm_control([1.18, 1.22, 1.20], probe_mad=2.8, middle_mad=32.0)
 
 
