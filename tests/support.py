@@ -1,9 +1,11 @@
 """What the test files share: the tiny training recipe, the small model shape, and helpers that write, train or read a
 run. Fixtures are in conftest.py."""
 
+import re
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
@@ -60,3 +62,8 @@ SAMPLE_CLAIM = Claim(
     "within the paper's gap",
     "NoPos 8.6 against learned 8.2",
 )
+
+
+def refused(message: str):
+    "A ValueError whose message holds `message` as it is written."
+    return pytest.raises(ValueError, match=re.escape(message))

@@ -22,6 +22,7 @@ from posenc_nb.config import (
 )
 from posenc_nb.tasks import TASK_VOCAB_SIZE, task_width
 from posenc_nb.special_tokens import EOS_ID
+from support import refused
 
 
 def refusal(make) -> ConfigError:
@@ -29,10 +30,6 @@ def refusal(make) -> ConfigError:
     with pytest.raises(ConfigError) as error:
         make()
     return error.value
-
-
-def refused(message: str):
-    return pytest.raises(ValueError, match=re.escape(message))
 
 
 def test_yaml_lists_and_null():

@@ -2,7 +2,6 @@
 refusals of bad input and the properties beside its point are checked here, on the library."""
 
 import math
-import re
 
 import pytest
 import torch
@@ -17,11 +16,7 @@ from posenc_nb.encodings import (
     query_temperature,
     sinusoidal_table,
 )
-
-
-def refused(message: str):
-    "A ValueError whose message holds `message` as it is written."
-    return pytest.raises(ValueError, match=re.escape(message))
+from support import refused
 
 
 def test_nopos_adds_no_bias():

@@ -3,17 +3,13 @@ does, once; the rest of T5's buckets, KERPLE's and FIRE's ranges, the scalings' 
 hand, and every encoding at 8x its `max_len` are checked here, on the library."""
 
 import math
-import re
 
 import pytest
 import torch
 
 from posenc_nb.encodings import ENCODINGS, RoPE, bias_matrix, get_encoding, rope_frequencies
 from posenc_nb.later_encodings import t5_bucket, yarn
-
-
-def refused(message: str):
-    return pytest.raises(ValueError, match=re.escape(message))
+from support import refused
 
 
 def test_t5_buckets_keys_after_the_query_in_bucket_0_and_the_rest_log_spaced_and_in_order():

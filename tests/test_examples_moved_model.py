@@ -23,10 +23,7 @@ from posenc_nb.model import (
     layer_encodings,
     position_token_ratio,
 )
-
-
-def refused(message: str):
-    return pytest.raises(ValueError, match=re.escape(message))
+from support import refused
 
 
 @pytest.fixture

@@ -1,7 +1,6 @@
 """The checks nbs/04_plots' examples moved out (issue 58, item 5): the chapter shows each helper once; the captions'
 other cases, the figures' details and every refusal are checked here, on the library."""
 
-import re
 from types import SimpleNamespace as NS
 
 import matplotlib
@@ -28,10 +27,7 @@ from posenc_nb.plots import (
     style_axes,
 )
 from posenc_nb.special_tokens import MIN_VOCAB_SIZE
-
-
-def refused(message: str):
-    return pytest.raises(ValueError, match=re.escape(message))
+from support import refused
 
 
 def test_an_encodings_colour_is_its_own_and_a_typo_is_named():

@@ -2,8 +2,6 @@
 vocabulary and refusals, 04h_ngrams' orders and add-k refusals, 02_published_corpora's held-out splits. Each chapter
 shows a rule once; every value it refuses is checked here, on the library."""
 
-import re
-
 import numpy as np
 import pytest
 
@@ -20,10 +18,7 @@ from posenc_nb.validation import (
     positive_number_problem,
     seed_problem,
 )
-
-
-def refused(message: str):
-    return pytest.raises(ValueError, match=re.escape(message))
+from support import refused
 
 
 # --- 00a_validation ---------------------------------------------------------------------------------------------------
