@@ -30,7 +30,7 @@ from .order import loss_by_position, word_order_losses
 from .probe import hidden_states, probe_layers, probe_windows
 from .tokens import tokens_of
 from .config import ConfigError, TrainConfig, parse_overrides
-from .profile_values import PROFILES
+from .parameters import PROFILES
 from .report import markdown_table
 from .batches import lm_batch
 from .train import Trainer

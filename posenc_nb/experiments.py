@@ -10,7 +10,7 @@ from typing import Callable
 
 from .grids import (Grid, beyond_grid, budget_grid, budget_steps_of, core_grid, corpora_grid, lengths_grid,
                              masked_grid, modern_grids, nopos_twins, size_grids, start_token_grid, task_grid)
-from .profile_values import PROFILES
+from .parameters import PROFILES
 
 # %% auto #0
 __all__ = ['EXPERIMENTS', 'PARTS', 'Experiment', 'parameters_in', 'experiment_grids']

@@ -5,6 +5,7 @@
 # %% ../nbs/06b_report.ipynb #4050b0b5
 from __future__ import annotations
 
+import json
 import math
 import re
 from pathlib import Path
@@ -412,12 +413,38 @@ def _add_missing_pages(readme: Path):
         atomic_write(Path(readme), lambda tmp: tmp.write_text(text))
 
 
+def _add_missing_sections(readme: Path):
+    """Add to the end of the results page (`figures/README.md` beside `readme`, or as added to its end) a section for
+    each experiment of `posenc_nb.experiments.EXPERIMENTS` whose findings no file of `readme_files` holds: its title,
+    its findings block and the blocks of its report tables, for `update_readme` to fill."""
+    files = readme_files(readme)
+    added_page = PAGE_MARK.format(README_PAGES[0]) in Path(readme).read_text()
+    if not (page := files[1] if len(files) > 1 else readme if added_page else None):
+        return
+    from posenc_nb.experiments import EXPERIMENTS as ENTRIES  # with the grids, so torch: loaded to render, not import
+    held = {name for path in files for name in readme_blocks(path.read_text())}
+    sections = []
+    for notebook, entry in ENTRIES.items():
+        if f"findings/{notebook}" in held or not (EXPERIMENTS / f"{notebook}.ipynb").is_file():
+            continue
+        cells = json.loads((EXPERIMENTS / f"{notebook}.ipynb").read_text())["cells"]
+        title = next((line.removeprefix("# ") for cell in cells if cell["cell_type"] == "markdown"
+                      for line in "".join(cell["source"]).splitlines() if line.startswith("# ")), notebook)
+        blocks = [f"findings/{notebook}", *(table for table in entry.report if table not in held)]
+        sections.append(f"\n## {title}\n\n" + "\n".join(f"<!-- generated:{b} -->\n<!-- /generated:{b} -->\n"
+                                                             for b in blocks))
+    if sections:
+        atomic_write(Path(page), lambda tmp: tmp.write_text(Path(page).read_text() + "".join(sections)))
+
+
 def update_readme(readme: Path = README, figures: Path | None = None) -> list[str]:
     """Rewrite every generated block of `readme` and of its pages (`readme_files`: by default the README.md and
     figures/README.md of this checkout) from `figures` (default: the committed ones); the names of those that changed.
-    A copy of the README elsewhere gets the pages it links to added first (`_add_missing_pages`)."""
+    A copy of the README elsewhere gets the pages it links to added first (`_add_missing_pages`), and the results page
+    a section for each experiment it lacks (`_add_missing_sections`)."""
     figures, changed = Path(figures or committed_figures()), {}
     _add_missing_pages(Path(readme))
+    _add_missing_sections(Path(readme))
     for path in readme_files(readme):
         text = path.read_text()
         changed.update(dict.fromkeys(name for name, body in readme_blocks(text).items()

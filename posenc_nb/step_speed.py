@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from .encodings import ENCODINGS
 from .model import ModelConfig, TransformerLM
 from .config import TrainConfig
-from .profile_values import PROFILES
+from .parameters import PROFILES
 from .batches import IGNORE
 from .learner import Learner, Processes, autocast_for, make_optimizer
 from .grids import core_grid

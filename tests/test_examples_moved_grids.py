@@ -20,7 +20,7 @@ from posenc_nb.grids import (
     task_grid,
 )
 from posenc_nb.model import TransformerLM
-from posenc_nb.profile_values import PROFILES
+from posenc_nb.parameters import PROFILES
 
 tiny = dict(
     TRAIN_PRESETS["smoke"],

@@ -1,4 +1,4 @@
-"""The checks nbs/02i_parameter_cells' example moved out (issue 58, item 5): a notebook's parameters refused when one
+"""The checks nbs/02h_parameter_cells' example moved out (issue 58, item 5): a notebook's parameters refused when one
 is missing, and a damaged notebook named with what to do, checked here on the library."""
 
 import nbformat

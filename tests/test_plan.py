@@ -16,7 +16,7 @@ from posenc_nb.config import TrainConfig, config_hash, parse_overrides
 from posenc_nb.experiments import EXPERIMENTS, PARTS
 from posenc_nb.plan import plan_script, runs_of, training_plan
 from posenc_nb.checkpoint import run_dir
-from posenc_nb.profile_values import PROFILE_NOTEBOOKS, PROFILES
+from posenc_nb.parameters import PROFILE_NOTEBOOKS, PROFILES
 from posenc_nb.reproduce import dry_run, experiment_notebooks, main
 from posenc_nb.rules import STATEMENTS
 

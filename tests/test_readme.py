@@ -54,7 +54,10 @@ def test_every_results_table_and_finding_is_generated():
     assert sorted([*(table for entry in EXPERIMENTS.values() for table in entry.report), "budget", "claims"]) == sorted(
         TABLES
     )
-    assert {f"findings/{name}" for name in EXPERIMENTS} <= names
+    missing = {f"findings/{name}" for name in EXPERIMENTS} - names
+    assert not missing, (
+        f"{sorted(missing)}: run `python -c 'import posenc_nb.report as r; r.update_readme()'` to add them"
+    )
     assert "claims" in readme_blocks(README.read_text())  # the landing page shows what reproduces
 
 

@@ -21,7 +21,7 @@ from posenc_nb.experiments import EXPERIMENTS
 from posenc_nb.config import TrainConfig
 from posenc_nb.tables import OUTPUT_TABLES, table_problem
 from posenc_nb.position_classifier import ProbeTraining, middle_mad, random_mad
-from posenc_nb.profile_values import PROFILES
+from posenc_nb.parameters import PROFILES
 from posenc_nb.files import committed_figures
 from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.grids import budget_steps_of
