@@ -39,8 +39,10 @@ lint: setup
 	$(BIN)/ruff check posenc_nb nbs tests
 	$(BIN)/ruff format --check posenc_nb nbs tests
 
+# one torch thread a notebook (unless OMP_NUM_THREADS says otherwise): nbdev_test runs a notebook a core, and notebooks
+# of a thread a core each spin against each other (04a_evaluate: 164 s among the others, 39 s on a thread each)
 nbtest: setup data
-	$(BIN)/nbdev_test --do_print --timing
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(BIN)/nbdev_test --do_print --timing
 
 # The site's browser tests (tests/test_site.py) need Chromium and the docs extra: make test installs both where it can
 # (Debian's chromium, as root or through a sudo that asks no password) and otherwise runs every other test, those

@@ -1,7 +1,14 @@
 """Fixtures every test file may ask for; the values and helpers they share are in support.py."""
 
-import pytest
-import torch
+import os
+
+# One torch thread a process, set before torch is imported: pytest-xdist runs a worker a core, and workers of two
+# threads each (and the notebooks and commands they start) spin against each other on the same cores; the smoke profile
+# took 430 s beside the other worker, against 170 s alone.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 
 def pytest_configure(config):
