@@ -84,12 +84,12 @@ EXPERIMENTS = {  # in the order a full run runs them
                             "spread": _core(p, p["table_encodings"])},
         "table3_train_lengths.csv", "table3_train_lengths training_curves_table3_train_lengths", report="table3"),
     "06_probe": _experiment(
-        "paper", _core, "probe_mad.csv probe_predictions.csv", "probe_mad probe_predictions training_curves_probe",
+        "probe", _core, "probe_mad.csv probe_predictions.csv", "probe_mad probe_predictions training_curves_probe",
         "learns_position", "probe"),
     "07_mlm_control": _experiment(
-        "paper", lambda p: {"masked": masked_grid(p["train_settings"], p["mlm_settings"], p["corpus"],
-                                                  p["mlm_encodings"], p["seeds"]),
-                            "causal": _core(p, p["mlm_encodings"])},
+        "masked", lambda p: {"masked": masked_grid(p["train_settings"], p["mlm_settings"], p["corpus"],
+                                                   p["mlm_encodings"], p["seeds"]),
+                             "causal": _core(p, p["mlm_encodings"])},
         "mlm_control.csv mlm_control_summary.csv mlm_order_use.csv", "mlm_control training_curves_mlm_control",
         "masked_lm", "mlm_control mlm_order_use"),
     "08_appendix": _experiment(
@@ -118,7 +118,7 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "length_generalisation length_generalisation_link training_curves_length_generalisation",
         "length_generalisation", "length_generalisation"),
     "12_start_token": _experiment(
-        "beyond", lambda p: [_core(p, p["start_token_encodings"]), start_token_grid(
+        "start", lambda p: [_core(p, p["start_token_encodings"]), start_token_grid(
             p["train_settings"], p["corpus"], p["start_token_encodings"], p["seeds"])],
         "start_token_budget.csv start_token_mechanism.csv start_token_segments.csv",
         "start_token training_curves_start_token", "start_token", "start_token"),
@@ -133,10 +133,11 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "gap_budget_losses.csv gap_budget.csv gap_budget_fit.csv ngram_reference.csv",
         "gap_budget training_curves_gap_budget", "gap_closes", "gap_budget"),
 }
-# the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`. Four
-# parts, each a sitting of at most 150 minutes on the 2-core host from a fresh clone (each trains the core models
-# it uses; `posenc-reproduce plan` says each one's minutes here): the paper's figures, its tables, the studies
-# beyond it, and the gap against the budget, the costliest notebook, alone
+# the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`. Seven
+# parts, each a sitting of at most 150 minutes on the slower 2-core host from a fresh clone, where each trains the
+# core models it uses (15 of them: about 90 minutes) and the probe's fitting alone took 44: the paper's and the blog's
+# figures, its tables, the probe, the masked-LM control, the studies beyond it, the start token and the budget
+# (`posenc-reproduce plan` says each one's minutes here)
 PARTS = {part: [name for name, entry in EXPERIMENTS.items() if entry.part == part]
          for part in dict.fromkeys(entry.part for entry in EXPERIMENTS.values())}
 

@@ -129,7 +129,7 @@ def test_posenc_train_accepts_the_planned_command():
 
 
 def test_each_notebook_is_in_one_part_and_beyond_plans_the_core_models_it_needs():
-    """The two parts hold every experiment notebook once; run alone on a fresh clone, `beyond` trains the core models
+    """The parts hold every experiment notebook once; run alone on a fresh clone, `beyond` trains the core models
     its notebooks use, which `paper` trains too (run one after the other, the second reuses them)."""
     names = [name for part in PARTS.values() for name in part]
     assert sorted(names) == [p.stem for p in experiment_notebooks()] and len(set(names)) == len(names)
@@ -137,7 +137,7 @@ def test_each_notebook_is_in_one_part_and_beyond_plans_the_core_models_it_needs(
     core = runs_of(training_plan("smoke"), ["01_extrapolation"])
     shared = set(beyond.run) & set(core.run)
     assert shared and shared <= set(paper.run), shared
-    assert set(PROFILE_NOTEBOOKS["quick"]) <= set(PARTS["paper"])
+    assert set(PROFILE_NOTEBOOKS["quick"]) <= {*PARTS["paper"], *PARTS["probe"]}  # the first look: the paper's
 
 
 def test_plan_says_each_parts_minutes_here(capsys):
