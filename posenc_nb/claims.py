@@ -13,8 +13,8 @@ import pandas as pd
 from .files import atomic_write
 
 # %% auto #0
-__all__ = ['STATUSES', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'FINDINGS_DIR', 'FINDING_COLUMNS', 'Claim', 'save_claims',
-           'gather_claims', 'write_claims_table', 'read_claims', 'Finding', 'Findings', 'read_findings']
+__all__ = ['STATUSES', 'CLAIMS_FILE', 'CLAIMS_DIR', 'COLUMNS', 'ADDED_COLUMNS', 'FINDINGS_DIR', 'FINDING_COLUMNS', 'Claim',
+           'save_claims', 'gather_claims', 'write_claims_table', 'read_claims', 'Finding', 'Findings', 'read_findings']
 
 # %% ../nbs/05b_claims.ipynb #57e50a52
 STATUSES = ("reproduces", "partly reproduces", "does not reproduce", "not established", "not tested")
@@ -63,6 +63,10 @@ def save_claims(claims: list[Claim], out_dir, notebook: str) -> Path:
     return path
 
 # %% ../nbs/05b_claims.ipynb #adc493df
+# columns declared after the first files of claims were written: a file that lacks these alone is an older version's
+ADDED_COLUMNS = ("details",)
+
+
 def _claims_problem(table: pd.DataFrame) -> str | None:
     """What is wrong with `table` as claims: columns of `COLUMNS` missing, or statuses not among `STATUSES`; None
     when nothing is."""
@@ -79,10 +83,13 @@ def _other_notebooks(table: pd.DataFrame, notebook: str, kind: str) -> str | Non
         return f"holds {kind} of notebook {', '.join(others)}, though its name says they are notebook {notebook}'s"
 
 
-def _notebook_claims(path: Path) -> pd.DataFrame:
-    "The claims a notebook saved at `path`, or a RuntimeError that names the file and how it is written anew."
+def _notebook_claims(path: Path) -> pd.DataFrame | None:
+    """The claims a notebook saved at `path`; None if an older version wrote them (lacking `ADDED_COLUMNS` alone);
+    otherwise a RuntimeError that names the file and how it is written anew."""
     try:
         table = pd.read_csv(path, dtype=str, keep_default_na=False)
+        if (missing := set(COLUMNS) - set(table.columns)) and missing <= set(ADDED_COLUMNS):
+            return None  # its notebook's next run writes it anew
         problem = _claims_problem(table) or _other_notebooks(table, path.stem, "claims")
     except ValueError as e:  # not UTF-8, empty, not CSV
         problem = f"is not a CSV file of claims ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
@@ -94,8 +101,9 @@ def _notebook_claims(path: Path) -> pd.DataFrame:
 
 def gather_claims(out_dir, notebooks=None) -> tuple[pd.DataFrame | None, list[Path]]:
     """The claims each of `notebooks` (their names, in run order; None: every `claims/*.csv`, in name order) saved under
-    `out_dir`, checked (None when none has), and everything else in `claims/`: files no notebook of the run writes (one
-    since renamed, say), left out. A `claims` that is a file, or a notebook's file that is a folder, is named."""
+    `out_dir`, checked (None when none has), and the files of `claims/` left out: those no notebook of the run writes
+    (one since renamed, say) and those an older version wrote (`_notebook_claims`). A `claims` that is a file, or a
+    notebook's file that is a folder, is named."""
     folder = Path(out_dir) / CLAIMS_DIR
     if folder.exists() and not folder.is_dir():
         raise RuntimeError(f"{folder} is a file where the folder of the notebooks' claims belongs: move it away, then "
@@ -106,8 +114,9 @@ def gather_claims(out_dir, notebooks=None) -> tuple[pd.DataFrame | None, list[Pa
     if blocked := [p for p in parts if p.is_dir()]:
         raise RuntimeError(f"{blocked[0]} is a folder where notebook {blocked[0].stem}'s claims file belongs: move it "
                            "away, then rerun")
-    others = sorted(set(folder.iterdir()) - set(parts))
-    tables = [_notebook_claims(p) for p in parts if p.exists()]
+    read = {path: _notebook_claims(path) for path in parts if path.exists()}
+    tables = [table for table in read.values() if table is not None]
+    others = sorted(set(folder.iterdir()) - set(parts) | {path for path, table in read.items() if table is None})
     return (pd.concat(tables, ignore_index=True)[COLUMNS] if tables else None), others
 
 # %% ../nbs/05b_claims.ipynb #2b7b401c

@@ -23,7 +23,7 @@ from papermill.exceptions import PapermillExecutionError
 from papermill.translators import translate_parameters
 
 from .checkpoint import runs_dir
-from .claims import gather_claims, write_claims_table
+from .claims import ADDED_COLUMNS, gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
 from .plan import (PARTS, chosen_plan, host_speed, part_notebooks, plan_main, plan_summary, train_locally,
@@ -205,10 +205,15 @@ def _prepare(profile: str, only, out_dir, overrides: dict, experiments_dir, repl
     every = experiment_notebooks(experiments_dir)
     todo = [(nb, notebook_parameters(nb, {**params, "out_dir": ""})) for nb in select_notebooks(every, only)]
     known = [nb.stem for nb in every]
-    if others := gather_claims(out_dir, known)[1]:
+    left_out = gather_claims(out_dir, known)[1]
+    if renamed := [path for path in left_out if path.stem not in known]:
         log(f"left out of {out_dir / 'claims.csv'}, as no experiment notebook in {experiments_dir} writes them (one "
-            f"since renamed?): {', '.join(p.name for p in others)} in {others[0].parent}; delete them to say nothing "
+            f"since renamed?): {', '.join(p.name for p in renamed)} in {renamed[0].parent}; delete them to say nothing "
             "of them")
+    if older := [path for path in left_out if path.stem in known]:
+        log(f"left out of {out_dir / 'claims.csv'} until their notebooks run again, which writes them anew: "
+            f"{', '.join(p.name for p in older)} in {older[0].parent}, written by an older version (without "
+            f"{', '.join(ADDED_COLUMNS)})")
     return out_dir, params, todo, known
 
 # %% ../nbs/06c_reproduce.ipynb #9b76c7c6
@@ -262,14 +267,15 @@ LAUNCHERS = ("notebooks", "torchrun")  # who trains: each notebook its own model
 
 # %% ../nbs/06c_reproduce.ipynb #7d8fd02f
 def _rewrite_readme(out_dir: Path, known: list, log):
-    """Rewrite the README's generated blocks from `out_dir` once it holds the results of every `known` notebook (the
-    committed README from the committed figures, elsewhere a copy as `out_dir`/README.md); else say which it lacks."""
-    if missing := [name for name in known if not (out_dir / "notebooks" / f"{name}.ipynb").exists()]:
-        return log(f"the README's blocks are left as they were: {out_dir} lacks the results of {', '.join(missing)}")
+    """Rewrite the README's generated blocks from `out_dir` (the committed README from the committed figures, elsewhere
+    a copy as `out_dir`/README.md), after a part as after the whole run: the blocks of a `known` notebook with no
+    results there yet say so, and the run says which."""
     readme = REPO_ROOT / "README.md"  # it quotes the committed results: from them, never by hand
     if out_dir != committed_figures():
         readme = Path(shutil.copyfile(readme, out_dir / "README.md"))
     log(f"{readme}: rewrote {', '.join(update_readme(readme, out_dir)) or 'nothing (its results were already these)'}")
+    if missing := [name for name in known if not (out_dir / "notebooks" / f"{name}.ipynb").exists()]:
+        log(f"{out_dir} holds no results of {', '.join(missing)} yet: their blocks say so until a run writes them")
 
 # %% ../nbs/06c_reproduce.ipynb #5e63ab40
 def _run_all(todo: list, out_dir: Path, known: list, progress: Progress, record=lambda rows: None) -> list[dict]:
