@@ -24,8 +24,7 @@ from .config import ConfigError, TrainConfig, config_hash, parse_overrides, pars
 from .experiments import EXPERIMENTS, PARTS
 from .grids import model_parameters
 from .learner import Learner, Processes
-from .parameters import PROFILE_NOTEBOOKS, PROFILES
-from .parameters import profile_parameters
+from .parameters import PROFILE_NOTEBOOKS, PROFILES, profile_parameters
 from .commands import EXIT_STATUS, run_command
 from .files import unwritable, write_output
 from .validation import choice_problem, positive_int

@@ -29,8 +29,7 @@ from .parameter_cells import notebook_parameters
 from .plan import (PARTS, chosen_plan, host_speed, part_notebooks, plan_main, plan_summary, train_locally,
                             training_plan)
 from .progress import UNDER_WAY, Progress, Tracker, cost_here, published_before, recorder, run_stamp
-from .parameters import DEFAULT_OUT, PROFILES
-from .parameters import profile_parameters
+from .parameters import DEFAULT_OUT, PROFILES, profile_parameters
 from .report import update_readme
 from .commands import EXIT_STATUS, run_command
 from .files import REPO_ROOT, committed_figures, file_in_the_way, unwritable, write_json

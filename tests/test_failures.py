@@ -39,8 +39,7 @@ from posenc_nb.evaluate import perplexity_by_length
 from posenc_nb.training_log import read_metrics
 from posenc_nb.model import ModelConfig, TransformerLM
 from posenc_nb.probe import probe_layers, probe_windows
-from posenc_nb.parameters import PROFILES
-from posenc_nb.parameters import enforce_parameter_rules
+from posenc_nb.parameters import PROFILES, enforce_parameter_rules
 from posenc_nb.scores import run_perplexity, run_probes
 from posenc_nb.tasks import exact_match, task_examples
 from posenc_nb.tokens import load_tokens, tokens_path
