@@ -13,27 +13,28 @@ import shlex
 import subprocess
 import sys
 import time
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
 import torch
 
-from .checkpoint import run_dir
+from .checkpoint import run_dir, runs_dir
 from .config import ConfigError, TrainConfig, config_hash, parse_overrides, parse_yaml
 from .experiments import EXPERIMENTS, PARTS
 from .grids import model_parameters
 from .learner import Learner, Processes
-from .parameters import PROFILE_NOTEBOOKS, PROFILES, profile_parameters
+from .parameters import DEFAULT_OUT, PROFILE_NOTEBOOKS, PROFILES, profile_parameters
 from .commands import EXIT_STATUS, run_command
-from .files import unwritable, write_output
+from .files import REPO_ROOT, unwritable, write_output
 from .validation import choice_problem, positive_int
 from .workers import side_by_side_jobs
 
 # %% auto #0
-__all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'profile_trainings', 'training_tokens_of', 'training_flops', 'check_tflops',
-           'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script', 'runs_of', 'chosen_plan',
-           'part_notebooks', 'step_seconds', 'minutes_here', 'host_speed', 'minutes_line', 'train_locally', 'plan_main']
+__all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of', 'training_flops',
+           'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script',
+           'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'core_steps', 'first_used', 'Estimate',
+           'default_out', 'other_work', 'host_speed', 'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -153,10 +154,10 @@ def part_notebooks(parts, profile: str) -> list[str] | None:
     return [name for part, names in PARTS.items() if part in parts for name in names]
 
 # %% ../nbs/06_plan.ipynb #8a3d654b
-# The notebooks' whole time over the training this estimate counts. From a fresh clone the cpu profile, 236k core steps'
-# worth of training, took about 212 minutes on the 2-core host whose bench step is 59 ms (issue 60): 54 ms a core step
-# all told, where two models side by side there make a core step about every 50 ms (assumed: not yet measured alike).
-# The first part run measures it: reproduce_timings.csv holds each notebook's minutes and the step measured then.
+# The notebooks' whole time over their training, for a notebook no run has timed with its step (`other_work`). From a
+# fresh clone the cpu profile, 236k core steps' worth of training, took about 212 minutes on the 2-core host whose
+# bench step is 59 ms (issue 60): 54 ms a core step all told, where two models side by side make a core step about
+# every 50 ms.
 NOTEBOOK_TIME = 1.1
 
 
@@ -181,19 +182,87 @@ def step_seconds(train_settings: dict, jobs: int = 1, steps: int = 4) -> float:
     return min(times[1:]) / jobs
 
 
-def minutes_here(plan: pd.DataFrame, names: list[str], step: float, core: TrainConfig) -> float:
-    """Minutes the notebooks `names` take here from a fresh clone (`NOTEBOOK_TIME` over their training), every run of
-    `plan` they use costing its FLOPs at `step` seconds a step of the `core` config (`step_seconds`)."""
-    core_steps = runs_of(plan, names).flops.sum() / (training_flops(core) / core.max_steps)
-    return NOTEBOOK_TIME * core_steps * step / 60
+def core_steps(runs: pd.DataFrame, core: TrainConfig) -> float:
+    "The training of `runs` (rows of a plan) in steps of the `core` config: their FLOPs over one core step's."
+    return runs.flops.sum() / (training_flops(core) / core.max_steps)
+
+
+def first_used(plan: pd.DataFrame, names: list[str], core: TrainConfig) -> dict[str, float]:
+    """The training each of the notebooks `names` does from a fresh clone, run in that order, in core steps: the runs of
+    `plan` it is the first of them to use."""
+    trained, steps = set(), {}
+    for name in names:
+        runs = runs_of(plan, [name])
+        new = runs[~runs.folder.isin(trained)]
+        trained.update(new.folder)
+        steps[name] = core_steps(new, core)
+    return steps
+
+
+@dataclass
+class Estimate:
+    """What notebooks take here: every run of `plan` they use at its FLOPs' worth of `step` seconds a step of the `core`
+    config (`step_seconds`), and each notebook's other work as runs measured it (`work`, core steps a notebook:
+    `other_work`), else `NOTEBOOK_TIME` over the training it does from a fresh clone (`first_used`)."""
+    plan: pd.DataFrame
+    step: float
+    core: TrainConfig
+    work: dict = field(default_factory=dict)
+
+    def training_minutes(self, runs: pd.DataFrame) -> float:
+        "Minutes the training of `runs` (rows of the plan) takes here."
+        return core_steps(runs, self.core) * self.step / 60
+
+    def other_minutes(self, names: list[str]) -> float:
+        "Minutes of the notebooks' work besides training."
+        steps = first_used(self.plan, names, self.core)
+        work = sum(self.work.get(name, (NOTEBOOK_TIME - 1) * trained) for name, trained in steps.items())
+        return work * self.step / 60
+
+    def minutes(self, names: list[str]) -> float:
+        "Minutes the notebooks `names` take here from a fresh clone, every run they use trained."
+        return self.training_minutes(runs_of(self.plan, names)) + self.other_minutes(names)
+
+    def tflops(self, names: list[str]) -> float:
+        "The rate the notebooks `names` get through their runs' FLOPs here, their other work counted."
+        flops = runs_of(self.plan, names).flops.sum()
+        if not flops:  # they train nothing: the training's own rate
+            return training_flops(self.core) / self.core.max_steps / self.step / 1e12
+        return flops / (60 * self.minutes(names)) / 1e12
+
+# %% ../nbs/06_plan.ipynb #5e1a0c02
+TIMINGS_FILE = "reproduce_timings.csv"  # each notebook's minutes in a run's output folder, written as it ends
+
+
+def default_out(profile: str) -> Path:
+    """Where a run of `profile` writes without `--out`: the cpu profile into the committed figures; another beside the
+    runs (`$POSENC_RUNS_DIR` when set, so a clone kept clean keeps its figures out too), as its `DEFAULT_OUT` names."""
+    return REPO_ROOT / DEFAULT_OUT[profile] if profile == "cpu" else runs_dir() / Path(DEFAULT_OUT[profile]).name
+
+
+def other_work(out_dir: Path, plan: pd.DataFrame, core: TrainConfig, profile: str) -> dict[str, float]:
+    """Each notebook's work besides training in core steps, from the runs of `profile` that `out_dir`'s timings record
+    with their step (none from older rows, or an unreadable file): its seconds less the training it did as the first of
+    its run's notebooks to use a run of `plan` (`first_used`), over its run's step."""
+    try:
+        timings = pd.read_csv(Path(out_dir) / TIMINGS_FILE)
+        timings = timings[(timings.profile == profile) & timings.step_ms.notna()]
+    except (OSError, ValueError, AttributeError, KeyError):  # none, damaged, or without these columns
+        return {}
+    work = {}
+    for (step_ms, *_), run in timings.groupby(["step_ms", "commit", "date"]):
+        seconds = run.set_index("notebook").seconds
+        for name, trained in first_used(plan, sorted(seconds.index), core).items():
+            work[name] = max(0.0, seconds[name] * 1e3 / step_ms - trained)
+    return work
 
 # %% ../nbs/06_plan.ipynb #dfeaa4bc
 def host_speed(train_settings: dict, jobs: int) -> dict:
     """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
-    `jobs` side by side (`step_seconds`); `tflops`, the rate the notebooks sustain at that step (`NOTEBOOK_TIME`);
-    `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two 2048 x 2048 matrices (the kept
-    bench's measure, `posenc_nb.step_speed`, whose chapter comes after this one); `where`, in words."""
-    core, cuda = TrainConfig.from_dict(train_settings), torch.cuda.is_available()
+    `jobs` side by side (`step_seconds`); `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two
+    2048 x 2048 matrices (the kept bench's measure, `posenc_nb.step_speed`, whose chapter comes after this one);
+    `where`, in words."""
+    cuda = torch.cuda.is_available()
     jobs = 1 if cuda else jobs  # what `step_seconds` assumes
     step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
     a = torch.randn(2048, 2048).to(torch.bfloat16)
@@ -204,15 +273,15 @@ def host_speed(train_settings: dict, jobs: int) -> dict:
         seconds.append(time.perf_counter() - start)
     cores = f"the CPU ({os.cpu_count()} cores, {jobs} model(s) side by side, {threads} thread(s) each)"
     where = "a GPU" if cuda else cores
-    return dict(step_ms=1e3 * step, tflops=training_flops(core) / core.max_steps / (step * NOTEBOOK_TIME) / 1e12,
-                threads=threads, bf16_peak_gflops=2 * 2048**3 / min(seconds[1:]) / 1e9,
+    return dict(step_ms=1e3 * step, threads=threads, bf16_peak_gflops=2 * 2048**3 / min(seconds[1:]) / 1e9,
                 where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
 
 
 def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     """What the run takes here from a fresh clone (every run it uses trained): each part's minutes, or those of the
-    profile's own notebooks (`PROFILE_NOTEBOOKS`), at a step measured here (`host_speed`); no step is measured of a
-    model of 100M parameters or more on a CPU, where it alone would take minutes."""
+    profile's own notebooks (`PROFILE_NOTEBOOKS`), at a step measured here (`host_speed`) with the other work its
+    output folder's runs measured (`other_work`); no step is measured of a model of 100M parameters or more on a CPU,
+    where it alone would take minutes."""
     params = profile_parameters(profile, overrides)
     core = TrainConfig.from_dict(params["train_settings"])
     if not torch.cuda.is_available() and model_parameters(core) >= 10**8:
@@ -221,10 +290,12 @@ def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     # the step of the profile's own corpus: no other corpus is tokenized to time it
     host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), side_by_side_jobs(params["train_jobs"]))
     chosen = {profile: PROFILE_NOTEBOOKS[profile]} if profile in PROFILE_NOTEBOOKS else PARTS
-    minutes = {name: minutes_here(plan, names, host["step_ms"] / 1e3, core) for name, names in chosen.items()}
+    work = other_work(default_out(profile), plan, core, profile)
+    here = Estimate(plan, host["step_ms"] / 1e3, core, work)
+    measured = sorted({name for names in chosen.values() for name in names} & set(work))
     return (f"minutes here, on {host['where']}, from a fresh clone: "
-            + ", ".join(f"{name} about {m:.0f}" for name, m in minutes.items())
-            + " (an estimate until a run measures it: reproduce_timings.csv)")
+            + ", ".join(f"{name} about {here.minutes(names):.0f}" for name, names in chosen.items())
+            + f" (the other work of {len(measured)} notebook(s) as runs measured it, {TIMINGS_FILE}; an estimate)")
 
 # %% ../nbs/06_plan.ipynb #1b2c3d4e
 def _posenc_train() -> str:

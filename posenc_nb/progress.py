@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 from tqdm import tqdm
 
-from .plan import PARTS, plan_summary, runs_of
+from .plan import PARTS, TIMINGS_FILE, Estimate, plan_summary, runs_of
 from .scores import PROBES_FILE, SCORES_FILE
 from .files import REPO_ROOT, atomic_write, write_json
 
@@ -69,15 +69,17 @@ def about(seconds: float) -> str:
     return f"about {seconds / 60:.0f} min" if seconds < 5400 else f"about {seconds / 3600:.1f} h"
 
 
-def cost_here(plan: pd.DataFrame, names: list[str], tflops: float, where: str) -> str:
-    """What the runs of the notebooks `names` cost, in two lines: `plan_summary` of them (GPU-hours at the plan's rate),
-    then those not finished yet (finished ones are reused) at `tflops`, the rate measured `where` (`host_speed`)."""
-    chosen = runs_of(plan, names)
+def cost_here(here: Estimate, names: list[str], where: str) -> str:
+    """What the notebooks `names` cost, in two lines: `plan_summary` of their runs (GPU-hours at the plan's rate), then
+    here (`here`, at the step measured `where`: `host_speed`): the runs not finished yet (finished ones are reused)
+    and the notebooks' other work."""
+    chosen = runs_of(here.plan, names)
     todo = chosen[chosen.folder.map(lambda folder: not run_state(folder)["finished"]).astype(bool)]
+    training, other = 60 * here.training_minutes(todo), 60 * here.other_minutes(names)
     return (f"{plan_summary(chosen)}\nhere, on {where}: {len(todo)} of these runs to train ({len(chosen) - len(todo)} "
-            f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(todo.flops.sum() / (tflops * 1e12))} in all at "
-            f"{tflops:.3g} TFLOP/s, the notebooks' other work counted (an estimate until measured; corrected as they "
-            "train)")
+            f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(training + other)} in all, "
+            f"{about(training).removeprefix('about ')} of training and {about(other).removeprefix('about ')} of the "
+            "notebooks' other work (an estimate until measured; corrected as they train)")
 
 # %% ../nbs/06a_progress.ipynb #e8845c3b
 def remaining_seconds(left: float, done: float, elapsed: float, settled: float = 0.02) -> float:
@@ -283,7 +285,7 @@ def recorder(out_dir: Path, under_way: dict | None, stamp: dict, log, whole: boo
         timed = timed.assign(minutes=(timed.seconds / 60).round(1), part=timed.notebook.map(_PART_OF), **stamp)
         if under_way:
             write_json(out_dir / UNDER_WAY, dict(under_way, published=under_way["published"] + list(timed.notebook)))
-        record_timings(timed, out_dir / "reproduce_timings.csv", whole=whole, log=log, begins=begins)
+        record_timings(timed, out_dir / TIMINGS_FILE, whole=whole, log=log, begins=begins)
     return record
 
 # %% ../nbs/06a_progress.ipynb #2305b7b3

@@ -22,14 +22,13 @@ from jupyter_client.manager import AsyncKernelManager
 from papermill.exceptions import PapermillExecutionError
 from papermill.translators import translate_parameters
 
-from .checkpoint import runs_dir
 from .claims import ADDED_COLUMNS, gather_claims, write_claims_table
-from .config import ConfigError, parse_overrides
+from .config import ConfigError, TrainConfig, parse_overrides
 from .parameter_cells import notebook_parameters
-from .plan import (PARTS, chosen_plan, host_speed, part_notebooks, plan_main, plan_summary, train_locally,
-                            training_plan)
+from .plan import (PARTS, Estimate, chosen_plan, default_out, host_speed, other_work, part_notebooks,
+                            plan_main, plan_summary, train_locally, training_plan)
 from .progress import UNDER_WAY, Progress, Tracker, cost_here, published_before, recorder, run_stamp
-from .parameters import DEFAULT_OUT, PROFILES, profile_parameters
+from .parameters import PROFILES, profile_parameters
 from .report import update_readme
 from .commands import EXIT_STATUS, run_command
 from .files import REPO_ROOT, committed_figures, file_in_the_way, unwritable, write_json
@@ -38,7 +37,7 @@ from .workers import side_by_side_jobs
 
 # %% auto #0
 __all__ = ['EXPERIMENTS_DIR', 'LAUNCHERS', 'experiment_notebooks', 'select_notebooks', 'ReproductionError',
-           'clear_dead_kernel_folders', 'run_notebook', 'default_out', 'reproduce', 'dry_run', 'main']
+           'clear_dead_kernel_folders', 'run_notebook', 'reproduce', 'dry_run', 'main']
 
 # %% ../nbs/06c_reproduce.ipynb #10a09433
 EXPERIMENTS_DIR = REPO_ROOT / "nbs" / "experiments"  # the notebooks, in the order they run
@@ -159,12 +158,6 @@ def run_notebook(notebook: Path, output: Path, parameters: dict) -> Path:
     # the error that stopped the run with one about the cut file
     _without_paths(output)
     return output
-
-# %% ../nbs/06c_reproduce.ipynb #59d0c0a1
-def default_out(profile: str) -> Path:
-    """Where a run of `profile` writes without `--out`: the cpu profile into the committed figures; another beside the
-    runs (`$POSENC_RUNS_DIR` when set, so a clone kept clean keeps its figures out too), as its `DEFAULT_OUT` names."""
-    return REPO_ROOT / DEFAULT_OUT[profile] if profile == "cpu" else runs_dir() / Path(DEFAULT_OUT[profile]).name
 
 # %% ../nbs/06c_reproduce.ipynb #6bae7da4
 def _check_request(profile: str, overrides: dict, out_dir, replace: bool) -> tuple[Path, dict]:
@@ -309,8 +302,9 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     usable core); with `launcher="torchrun"`, torchrun first trains their runs one by one on `nproc_per_node` processes
     (`train_locally`). Once `out_dir` holds every notebook's results, a run (not `only`) rewrites the README's generated
     blocks (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as
-    `out_dir`/README.md. It first says what it costs here (`cost_here`, at the step it measures); `progress`, a file
-    (the command's stderr), shows each notebook's models and the time left as they run."""
+    `out_dir`/README.md. It first says what it costs here (`cost_here`, at the step it measures, the notebooks' other
+    work as earlier runs into `out_dir` measured it); `progress`, a file (the command's stderr), shows each notebook's
+    models and the time left as they run."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
@@ -327,7 +321,9 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         log(f"posenc-reproduce: profile {profile!r}{f', part {part}' if part else ''}, {len(todo)} notebook(s), "
             f"figures and tables to {out_dir}")
         host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), jobs)  # its corpus, tokenized once
-        log(cost_here(plan, names, host["tflops"], host["where"]))
+        core = TrainConfig.from_dict(params["train_settings"])
+        here = Estimate(plan, host["step_ms"] / 1e3, core, other_work(out_dir, plan, core, profile))
+        log(cost_here(here, names, host["where"]))
         if launcher == "torchrun":
             train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
         under_way = request and dict(request=request, published=published)
@@ -335,7 +331,8 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         record = recorder(out_dir, under_way, stamp, log, whole=chosen is None and not published, begins=not only)
         if under_way:
             write_json(out_dir / UNDER_WAY, under_way)
-        shown = Progress(Tracker(plan, names, host["tflops"]), log, progress)  # after torchrun: the notebooks' training
+        # after torchrun: the notebooks' training
+        shown = Progress(Tracker(plan, names, here.tflops(names)), log, progress)
         timings = pd.DataFrame(_run_all(todo, out_dir, known, shown, record)).assign(**stamp)
         (out_dir / UNDER_WAY).unlink(missing_ok=True)
     if not only:
