@@ -154,7 +154,7 @@ def part_notebooks(parts, profile: str) -> list[str] | None:
     return [name for part, names in PARTS.items() if part in parts for name in names]
 
 # %% ../nbs/06_plan.ipynb #8a3d654b
-# The notebooks' whole time over their training, for a notebook no run has timed with its step (`other_work`). From a
+# The notebooks' whole time over their training, until a run has timed one with its step (`other_work`). From a
 # fresh clone the cpu profile, 236k core steps' worth of training, took about 212 minutes on the 2-core host whose
 # bench step is 59 ms (issue 60): 54 ms a core step all told, where two models side by side make a core step about
 # every 50 ms.
@@ -203,7 +203,7 @@ def first_used(plan: pd.DataFrame, names: list[str], core: TrainConfig) -> dict[
 class Estimate:
     """What notebooks take here: every run of `plan` they use at its FLOPs' worth of `step` seconds a step of the `core`
     config (`step_seconds`), and each notebook's other work as runs measured it (`work`, core steps a notebook:
-    `other_work`), else `NOTEBOOK_TIME` over the training it does from a fresh clone (`first_used`)."""
+    `other_work`), else the timed notebooks' share over the training it does from a fresh clone (`first_used`)."""
     plan: pd.DataFrame
     step: float
     core: TrainConfig
@@ -215,9 +215,15 @@ class Estimate:
 
     def other_minutes(self, names: list[str]) -> float:
         "Minutes of the notebooks' work besides training."
-        steps = first_used(self.plan, names, self.core)
-        work = sum(self.work.get(name, (NOTEBOOK_TIME - 1) * trained) for name, trained in steps.items())
-        return work * self.step / 60
+        steps, ratio = first_used(self.plan, names, self.core), self.other_ratio()
+        return sum(self.work.get(name, ratio * trained) for name, trained in steps.items()) * self.step / 60
+
+    def other_ratio(self) -> float:
+        """A notebook's other work over its training where no run timed it: that of the timed notebooks that train
+        (each over all the training it uses), else `NOTEBOOK_TIME` less the training."""
+        timed = [(work, core_steps(runs_of(self.plan, [name]), self.core)) for name, work in self.work.items()]
+        timed = [(work, trained) for work, trained in timed if trained]
+        return sum(w for w, _ in timed) / sum(t for _, t in timed) if timed else NOTEBOOK_TIME - 1
 
     def minutes(self, names: list[str]) -> float:
         "Minutes the notebooks `names` take here from a fresh clone, every run they use trained."
@@ -260,17 +266,20 @@ def other_work(out_dir: Path, plan: pd.DataFrame, core: TrainConfig, profile: st
 def host_speed(train_settings: dict, jobs: int) -> dict:
     """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
     `jobs` side by side (`step_seconds`); `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two
-    2048 x 2048 matrices (the kept bench's measure, `posenc_nb.step_speed`, whose chapter comes after this one);
-    `where`, in words."""
+    2048 x 2048 matrices on `threads` threads, as each model trains (the kept bench's measure, `posenc_nb.step_speed`,
+    whose chapter comes after this one); `where`, in words."""
     cuda = torch.cuda.is_available()
     jobs = 1 if cuda else jobs  # what `step_seconds` assumes
     step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
-    a = torch.randn(2048, 2048).to(torch.bfloat16)
-    seconds = []
-    for _ in range(6):  # the first warms up
-        start = time.perf_counter()
-        a @ a
-        seconds.append(time.perf_counter() - start)
+    a, seconds, before = torch.randn(2048, 2048).to(torch.bfloat16), [], torch.get_num_threads()
+    torch.set_num_threads(threads)  # the peak a model's threads reach, as the bench measures it
+    try:
+        for _ in range(6):  # the first warms up
+            start = time.perf_counter()
+            a @ a
+            seconds.append(time.perf_counter() - start)
+    finally:
+        torch.set_num_threads(before)
     cores = f"the CPU ({os.cpu_count()} cores, {jobs} model(s) side by side, {threads} thread(s) each)"
     where = "a GPU" if cuda else cores
     return dict(step_ms=1e3 * step, threads=threads, bf16_peak_gflops=2 * 2048**3 / min(seconds[1:]) / 1e9,
