@@ -181,7 +181,7 @@ def step_seconds(train_settings: dict, jobs: int = 1, steps: int = 4) -> float:
         torch.set_num_threads(before)
     return min(times[1:]) / jobs
 
-
+# %% ../nbs/06_plan.ipynb #8a3d654c
 def core_steps(runs: pd.DataFrame, core: TrainConfig) -> float:
     "The training of `runs` (rows of a plan) in steps of the `core` config: their FLOPs over one core step's."
     return runs.flops.sum() / (training_flops(core) / core.max_steps)
@@ -198,7 +198,7 @@ def first_used(plan: pd.DataFrame, names: list[str], core: TrainConfig) -> dict[
         steps[name] = core_steps(new, core)
     return steps
 
-
+# %% ../nbs/06_plan.ipynb #8a3d654d
 @dataclass
 class Estimate:
     """What notebooks take here: every run of `plan` they use at its FLOPs' worth of `step` seconds a step of the `core`
