@@ -301,7 +301,7 @@ def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     chosen = {profile: PROFILE_NOTEBOOKS[profile]} if profile in PROFILE_NOTEBOOKS else PARTS
     work = other_work(default_out(profile), plan, core, profile)
     here = Estimate(plan, host["step_ms"] / 1e3, core, work)
-    measured = sorted({name for names in chosen.values() for name in names} & set(work))
+    measured = {name for names in chosen.values() for name in names} & set(work)
     return (f"minutes here, on {host['where']}, from a fresh clone: "
             + ", ".join(f"{name} about {here.minutes(names):.0f}" for name, names in chosen.items())
             + f" (the other work of {len(measured)} notebook(s) as runs measured it, {TIMINGS_FILE}; an estimate)")
