@@ -1,5 +1,5 @@
 # Two entry points, each installs what it needs on a fresh machine:
-#   make reproduce   the main job: every experiment notebook on the offline corpus, cpu profile, in its seven parts
+#   make reproduce   the main job: every experiment notebook on the offline corpus, cpu profile, in its eight parts
 #   make test        ruff, the export check, nbdev_test over the notebooks, and pytest tests/
 # and the companion site: make docs (into _docs/), make docs-test (the site in headless Chromium)
 PYTHON ?= python3
@@ -57,10 +57,11 @@ pytest: setup data site-deps
 
 test: lint check-export nbtest pytest
 
-# The full run in its seven parts, one after the other (`posenc-reproduce plan` says each one's minutes here); run again
-# after a cut, it goes on after the notebooks already published. One part alone: posenc-reproduce --part paper
+# The full run: every experiment notebook, its eight parts one after the other (`posenc-reproduce plan` says each
+# one's minutes here); run again after a cut, it goes on after the notebooks already published. One part alone:
+# posenc-reproduce --part paper
 reproduce: setup data
-	$(BIN)/posenc-reproduce --profile $(PROFILE) --part paper --part tables --part beyond --part budget
+	$(BIN)/posenc-reproduce --profile $(PROFILE)
 
 clean-runs:
 	rm -rf runs

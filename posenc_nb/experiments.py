@@ -58,8 +58,9 @@ def _twins(p: dict) -> dict[str, Grid]:
 
 
 EXPERIMENTS = {  # in the order a full run runs them
-    "00_positive_arm": _experiment(
-        "paper", lambda p: {"learned": _core(p, ["learned"], p["seeds"][:1]), "nopos": _core(p, ["nopos"])},
+    "00_positive_arm": _experiment(  # NoPos's context use has the learned model's, every seed, for reference
+        "paper", lambda p: {"learned": _core(p, ["learned"], p["seeds"][:1]), "nopos": _core(p, ["nopos"]),
+                            "reference": _core(p, ["learned"])},
         "positive_arm.csv nopos_positive_arm.csv", "positive_arm training_curves_positive_arm"),
     "01_extrapolation": _experiment(
         "paper", _core, "extrapolation.csv context_use.csv",
@@ -74,8 +75,8 @@ EXPERIMENTS = {  # in the order a full run runs them
                                                     p["corpora_settings"]),
                             "spread": _core(p, p["table_encodings"])},
         "table1_corpora.csv", "table1_corpora training_curves_table1_corpora", report="table1"),
-    "04_table2_model_sizes": _experiment(
-        "tables", lambda p: {"sizes": size_grids(p), "spread": _core(p, p["size_encodings"])},
+    "04_table2_model_sizes": _experiment(  # a part of its own: with 03 and 05, past a sitting
+        "sizes", lambda p: {"sizes": size_grids(p), "spread": _core(p, p["size_encodings"])},
         "table2_model_sizes.csv size_positive_arm.csv size_gaps.csv size_law_fit.csv",
         "table2_model_sizes training_curves_table2_model_sizes", "size_trend size_law", "table2"),
     "05_table3_train_lengths": _experiment(
@@ -133,10 +134,10 @@ EXPERIMENTS |= {  # the experiments beyond the paper's
         "gap_budget_losses.csv gap_budget.csv gap_budget_fit.csv ngram_reference.csv",
         "gap_budget training_curves_gap_budget", "gap_closes", "gap_budget"),
 }
-# the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`. Seven
-# parts, each a sitting of at most 150 minutes on the slower 2-core host from a fresh clone, where each trains the
-# core models it uses (15 of them: about 90 minutes) and the probe's fitting alone took 44: the paper's and the blog's
-# figures, its tables, the probe, the masked-LM control, the studies beyond it, the start token and the budget
+# the experiment notebooks of each part of the full run, in run order: `posenc-reproduce --part NAME`. Eight parts,
+# each a sitting of at most 150 minutes from a fresh clone on the 2-core host of a 58 ms core step, where each trains
+# the core models it uses (15 of them: 87 minutes at that step): the paper's and the blog's figures, Tables 1 and 3,
+# Table 2's sizes, the probe, the masked-LM control, the studies beyond it, the start token and the budget
 # (`posenc-reproduce plan` says each one's minutes here)
 PARTS = {part: [name for name, entry in EXPERIMENTS.items() if entry.part == part]
          for part in dict.fromkeys(entry.part for entry in EXPERIMENTS.values())}

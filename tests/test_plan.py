@@ -16,6 +16,7 @@ from posenc_nb.config import TrainConfig, config_hash, parse_overrides
 from posenc_nb.experiments import EXPERIMENTS, PARTS
 from posenc_nb.plan import plan_script, runs_of, training_plan
 from posenc_nb.checkpoint import run_dir
+from posenc_nb.files import REPO_ROOT
 from posenc_nb.parameters import PROFILE_NOTEBOOKS, PROFILES
 from posenc_nb.reproduce import dry_run, experiment_notebooks, main
 from posenc_nb.rules import STATEMENTS
@@ -65,15 +66,15 @@ def test_every_notebook_writes_and_decides_what_its_entry_declares():
 
 
 def test_the_notebooks_share_the_core_runs():
-    """The positive arm's models are core models (the learned one of the first seed, NoPos's of every seed); the
-    start-token notebook adds its arm to the core runs, the gap-against-the-budget notebook the other budgets."""
+    """The positive arm's models are core models (NoPos's and, its context use's reference, learned of every seed);
+    the start-token notebook adds its arm to the core runs, the gap-against-the-budget notebook the other budgets."""
     smoke = dict(SMOKE, profile="smoke")
     folders = {
         name: {run_dir(cfg).name for grid in entry.trained(smoke) for cfg in grid.configs().values()}
         for name, entry in EXPERIMENTS.items()
     }
     n_seeds = len(SMOKE["seeds"])
-    assert len(folders["00_positive_arm"]) == 1 + n_seeds and folders["00_positive_arm"] <= folders["01_extrapolation"]
+    assert len(folders["00_positive_arm"]) == 2 * n_seeds and folders["00_positive_arm"] <= folders["01_extrapolation"]
     assert folders["12_start_token"] & folders["14_gap_budget"] <= folders["01_extrapolation"]  # the core's alone
     # the start-token arm, NoPos and learned every seed
     assert len(folders["12_start_token"] - folders["01_extrapolation"]) == 2 * n_seeds
@@ -138,6 +139,14 @@ def test_each_notebook_is_in_one_part_and_beyond_plans_the_core_models_it_needs(
     shared = set(beyond.run) & set(core.run)
     assert shared and shared <= set(paper.run), shared
     assert set(PROFILE_NOTEBOOKS["quick"]) <= {*PARTS["paper"], *PARTS["probe"]}  # the first look: the paper's
+
+
+def test_make_reproduce_runs_every_part():
+    "`make reproduce`, the README's main job, runs every experiment notebook: no part left out, none picked alone."
+    recipe = re.search(r"(?m)^reproduce:.*\n\t(.*)", (REPO_ROOT / "Makefile").read_text()).group(1)
+    words = shlex.split(recipe)
+    parts = {words[i + 1] for i, word in enumerate(words[:-1]) if word == "--part"}
+    assert "posenc-reproduce" in recipe and "--only" not in words and parts in (set(), set(PARTS)), recipe
 
 
 def test_plan_says_each_parts_minutes_here(capsys):
