@@ -57,8 +57,8 @@ pytest: setup data site-deps
 
 test: lint check-export nbtest pytest
 
-# The full run: every experiment notebook, its eight parts one after the other (`posenc-reproduce plan` says each
-# one's minutes here); run again after a cut, it goes on after the notebooks already published. One part alone:
+# The full run: every experiment notebook in order, all eight parts (`posenc-reproduce plan` says each part's
+# minutes here); run again after a cut, it goes on after the notebooks already published. One part alone:
 # posenc-reproduce --part paper
 reproduce: setup data
 	$(BIN)/posenc-reproduce --profile $(PROFILE)
