@@ -34,7 +34,7 @@ from .workers import side_by_side_jobs
 __all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of', 'training_flops',
            'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script',
            'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'core_steps', 'first_used', 'Estimate',
-           'default_out', 'other_work', 'host_speed', 'minutes_line', 'train_locally', 'plan_main']
+           'default_out', 'other_work', 'host_speed', 'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -286,6 +286,15 @@ def host_speed(train_settings: dict, jobs: int) -> dict:
                 where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
 
 
+def estimate_here(params: dict, plan: pd.DataFrame, out_dir: Path, jobs: int) -> tuple[dict, Estimate]:
+    """This host (`host_speed` of `jobs` side by side, timed on the profile's own corpus: no other is tokenized to
+    time it) and what the runs of `plan` take on it: their `Estimate` at its step, with the other work the runs into
+    `out_dir` measured (`other_work`)."""
+    host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), jobs)
+    core = TrainConfig.from_dict(params["train_settings"])
+    return host, Estimate(plan, host["step_ms"] / 1e3, core, other_work(out_dir, plan, core, params["profile"]))
+
+
 def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     """What the run takes here from a fresh clone (every run it uses trained): each part's minutes, or those of the
     profile's own notebooks (`PROFILE_NOTEBOOKS`), at a step measured here (`host_speed`) with the other work its
@@ -296,12 +305,9 @@ def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     if not torch.cuda.is_available() and model_parameters(core) >= 10**8:
         return (f"minutes here: not estimated, as the {model_parameters(core) / 1e6:.0f}M parameters of its core model "
                 "are not for this CPU: the GPU-hours above are its cost")
-    # the step of the profile's own corpus: no other corpus is tokenized to time it
-    host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), side_by_side_jobs(params["train_jobs"]))
+    host, here = estimate_here(params, plan, default_out(profile), side_by_side_jobs(params["train_jobs"]))
     chosen = {profile: PROFILE_NOTEBOOKS[profile]} if profile in PROFILE_NOTEBOOKS else PARTS
-    work = other_work(default_out(profile), plan, core, profile)
-    here = Estimate(plan, host["step_ms"] / 1e3, core, work)
-    measured = {name for names in chosen.values() for name in names} & set(work)
+    measured = {name for names in chosen.values() for name in names} & set(here.work)
     return (f"minutes here, on {host['where']}, from a fresh clone: "
             + ", ".join(f"{name} about {here.minutes(names):.0f}" for name, names in chosen.items())
             + f" (the other work of {len(measured)} notebook(s) as runs measured it, {TIMINGS_FILE}; an estimate)")

@@ -23,10 +23,10 @@ from papermill.exceptions import PapermillExecutionError
 from papermill.translators import translate_parameters
 
 from .claims import ADDED_COLUMNS, gather_claims, write_claims_table
-from .config import ConfigError, TrainConfig, parse_overrides
+from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
-from .plan import (PARTS, Estimate, chosen_plan, default_out, host_speed, other_work, part_notebooks,
-                            plan_main, plan_summary, train_locally, training_plan)
+from .plan import (PARTS, chosen_plan, default_out, estimate_here, part_notebooks, plan_main, plan_summary,
+                            train_locally, training_plan)
 from .progress import UNDER_WAY, Progress, Tracker, cost_here, published_before, recorder, run_stamp
 from .parameters import PROFILES, profile_parameters
 from .report import update_readme
@@ -320,9 +320,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         names = [nb.stem for nb, _ in todo]
         log(f"posenc-reproduce: profile {profile!r}{f', part {part}' if part else ''}, {len(todo)} notebook(s), "
             f"figures and tables to {out_dir}")
-        host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), jobs)  # its corpus, tokenized once
-        core = TrainConfig.from_dict(params["train_settings"])
-        here = Estimate(plan, host["step_ms"] / 1e3, core, other_work(out_dir, plan, core, profile))
+        host, here = estimate_here(params, plan, out_dir, jobs)
         log(cost_here(here, names, host["where"]))
         if launcher == "torchrun":
             train_locally(chosen_plan(profile, overrides, todo), positive_int(nproc_per_node, "nproc_per_node"), log)
