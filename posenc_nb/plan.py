@@ -286,6 +286,7 @@ def host_speed(train_settings: dict, jobs: int) -> dict:
                 where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
 
 
+# %% ../nbs/06_plan.ipynb #dfeaa4x2
 def estimate_here(params: dict, plan: pd.DataFrame, out_dir: Path, jobs: int) -> tuple[dict, Estimate]:
     """This host (`host_speed` of `jobs` side by side, timed on the profile's own corpus: no other is tokenized to
     time it) and what the runs of `plan` take on it: their `Estimate` at its step, with the other work the runs into
