@@ -34,7 +34,8 @@ from .workers import side_by_side_jobs
 __all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of', 'training_flops',
            'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script',
            'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'core_steps', 'first_used', 'Estimate',
-           'default_out', 'other_work', 'host_speed', 'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
+           'default_out', 'other_work', 'matmul_gflops', 'host_speed', 'emulated_bfloat16', 'estimate_here',
+           'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -263,28 +264,53 @@ def other_work(out_dir: Path, plan: pd.DataFrame, core: TrainConfig, profile: st
     return work
 
 # %% ../nbs/06_plan.ipynb #dfeaa4bc
-def host_speed(train_settings: dict, jobs: int) -> dict:
-    """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
-    `jobs` side by side (`step_seconds`); `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two
-    2048 x 2048 matrices on `threads` threads, as each model trains (the kept bench's measure, `posenc_nb.step_speed`,
-    whose chapter comes after this one); `where`, in words."""
-    cuda = torch.cuda.is_available()
-    jobs = 1 if cuda else jobs  # what `step_seconds` assumes
-    step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
-    a, seconds, before = torch.randn(2048, 2048).to(torch.bfloat16), [], torch.get_num_threads()
-    torch.set_num_threads(threads)  # the peak a model's threads reach, as the bench measures it
+def matmul_gflops(dtype: torch.dtype, threads: int, n: int = 2048, repeats: int = 5) -> float:
+    """The best of `repeats` products of two `n` x `n` matrices in `dtype` on `threads` threads (one more warms up), in
+    GFLOP/s: the peak a model's threads reach, as the kept bench (`posenc_nb.step_speed`, a later chapter) measures
+    it."""
+    a, seconds, before = torch.randn(n, n).to(dtype), [], torch.get_num_threads()
+    torch.set_num_threads(threads)
     try:
-        for _ in range(6):  # the first warms up
+        for _ in range(repeats + 1):
             start = time.perf_counter()
             a @ a
             seconds.append(time.perf_counter() - start)
     finally:
         torch.set_num_threads(before)
+    return 2 * n**3 / min(seconds[1:]) / 1e9
+
+
+def host_speed(train_settings: dict, jobs: int) -> dict:
+    """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
+    `jobs` side by side (`step_seconds`); `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two
+    2048 x 2048 matrices on `threads` threads, as each model trains (`matmul_gflops`; 512 x 512 where one of those
+    would take over a second, on a CPU that emulates bfloat16: a minute each); `where`, in words."""
+    cuda = torch.cuda.is_available()
+    jobs = 1 if cuda else jobs  # what `step_seconds` assumes
+    step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
     cores = f"the CPU ({os.cpu_count()} cores, {jobs} model(s) side by side, {threads} thread(s) each)"
     where = "a GPU" if cuda else cores
-    return dict(step_ms=1e3 * step, threads=threads, bf16_peak_gflops=2 * 2048**3 / min(seconds[1:]) / 1e9,
+    small = matmul_gflops(torch.bfloat16, threads, n=512, repeats=2)
+    peak = matmul_gflops(torch.bfloat16, threads) if 2 * 2048**3 / (small * 1e9) < 1 else small
+    return dict(step_ms=1e3 * step, threads=threads, bf16_peak_gflops=peak,
                 where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
 
+# %% ../nbs/06_plan.ipynb #b16e0a02
+def emulated_bfloat16(train_settings: dict, peaks: dict | None = None) -> str | None:
+    """Why the runs `train_settings` describe cannot train on this CPU, or None: they train in bfloat16 and its
+    bfloat16 products are slower than its float32 ones (`peaks`, GFLOP/s by dtype: measured here if None, two 512 x 512
+    products each on one thread), so PyTorch emulates bfloat16. On a GPU, or in float32, nothing to check."""
+    if train_settings.get("dtype") != "bfloat16" or torch.cuda.is_available():
+        return None
+    peaks = peaks or {dtype: matmul_gflops(dtype, 1, n=512, repeats=2) for dtype in (torch.bfloat16, torch.float32)}
+    bfloat16, float32 = peaks[torch.bfloat16], peaks[torch.float32]
+    if bfloat16 >= float32:
+        return None
+    return (f"this CPU has no native bfloat16: its bfloat16 products run at {bfloat16:.1f} GFLOP/s against float32's "
+            f"{float32:.1f} (PyTorch emulates bfloat16 where the CPU lacks AVX512-BF16 and AMX), and these runs train "
+            "in bfloat16, so each step would take many times a float32 one. Run them on a CPU whose flags (`lscpu`) "
+            "include avx512_bf16 or amx_bf16, or train in float32 with train_settings.dtype=float32 and an --out of "
+            "its own: another recipe than the committed figures'")
 
 # %% ../nbs/06_plan.ipynb #dfeaa4x2
 def estimate_here(params: dict, plan: pd.DataFrame, out_dir: Path, jobs: int) -> tuple[dict, Estimate]:
@@ -300,12 +326,15 @@ def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:
     """What the run takes here from a fresh clone (every run it uses trained): each part's minutes, or those of the
     profile's own notebooks (`PROFILE_NOTEBOOKS`), at a step measured here (`host_speed`) with the other work its
     output folder's runs measured (`other_work`); no step is measured of a model of 100M parameters or more on a CPU,
-    where it alone would take minutes."""
+    where it alone would take minutes, nor on a CPU that emulates the bfloat16 its runs train in
+    (`emulated_bfloat16`)."""
     params = profile_parameters(profile, overrides)
     core = TrainConfig.from_dict(params["train_settings"])
     if not torch.cuda.is_available() and model_parameters(core) >= 10**8:
         return (f"minutes here: not estimated, as the {model_parameters(core) / 1e6:.0f}M parameters of its core model "
                 "are not for this CPU: the GPU-hours above are its cost")
+    if slow := emulated_bfloat16(params["train_settings"]):
+        return f"minutes here: not estimated, as {slow}"
     host, here = estimate_here(params, plan, default_out(profile), side_by_side_jobs(params["train_jobs"]))
     chosen = {profile: PROFILE_NOTEBOOKS[profile]} if profile in PROFILE_NOTEBOOKS else PARTS
     measured = {name for names in chosen.values() for name in names} & set(here.work)

@@ -25,8 +25,8 @@ from papermill.translators import translate_parameters
 from .claims import ADDED_COLUMNS, gather_claims, write_claims_table
 from .config import ConfigError, parse_overrides
 from .parameter_cells import notebook_parameters
-from .plan import (PARTS, chosen_plan, default_out, estimate_here, part_notebooks, plan_main, plan_summary,
-                            train_locally, training_plan)
+from .plan import (PARTS, chosen_plan, default_out, emulated_bfloat16, estimate_here, part_notebooks,
+                            plan_main, plan_summary, train_locally, training_plan)
 from .progress import UNDER_WAY, Progress, Tracker, cost_here, published_before, recorder, run_stamp
 from .parameters import PROFILES, profile_parameters
 from .report import update_readme
@@ -303,8 +303,9 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     (`train_locally`). Once `out_dir` holds every notebook's results, a run (not `only`) rewrites the README's generated
     blocks (`posenc_nb.report`), or, elsewhere than the committed figures, those of a copy it writes as
     `out_dir`/README.md. It first says what it costs here (`cost_here`, at the step it measures, the notebooks' other
-    work as earlier runs into `out_dir` measured it); `progress`, a file (the command's stderr), shows each notebook's
-    models and the time left as they run."""
+    work as earlier runs into `out_dir` measured it), and runs nothing on a CPU that emulates the bfloat16 its models
+    train in (`emulated_bfloat16`: days, not a sitting); `progress`, a file (the command's stderr), shows each
+    notebook's models and the time left as they run."""
     overrides = overrides or {}
     if launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {launcher!r}: use one of {', '.join(LAUNCHERS)}")
@@ -313,6 +314,8 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
     chosen = only or part_notebooks(part, profile)
     out_dir, params, todo, known = _prepare(profile, chosen, out_dir, overrides, experiments_dir, replace, log)
     plan, jobs = training_plan(profile, overrides), side_by_side_jobs(params["train_jobs"])
+    if slow := emulated_bfloat16(params["train_settings"]):
+        raise RuntimeError(f"{slow}. Nothing ran.")
     request = None if only else dict(profile=profile, overrides=overrides, notebooks=[nb.stem for nb, _ in todo])
     with _only_runner(out_dir):
         published = published_before(out_dir, request, log) if request else []

@@ -27,7 +27,7 @@ from posenc_nb.encodings import ENCODINGS as REGISTERED
 from posenc_nb.grids import budget_steps_of
 from posenc_nb.report import readme_blocks, readme_files
 from posenc_nb.parameter_cells import notebook_parameters, parameters_source
-from posenc_nb.reproduce import EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, run_notebook
+from posenc_nb.reproduce import EXPERIMENTS_DIR, ReproductionError, experiment_notebooks, reproduce, run_notebook
 from posenc_nb.plan import training_plan
 from posenc_nb.tasks import TASKS
 from posenc_nb.files import REPO_ROOT
@@ -342,6 +342,22 @@ def test_driver_refuses_other_results_in_the_committed_folder(tmp_path):
         assert done.returncode == 2 and "--replace" in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert {p.name: p.stat().st_mtime_ns for p in committed_figures().iterdir()} == before
     assert not (tmp_path / "runs").exists()  # nothing trained
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU trains bfloat16 natively: nothing is checked")
+def test_a_cpu_that_emulates_bfloat16_runs_nothing(tmp_path, monkeypatch):
+    """The cpu profile trains in bfloat16: on a CPU that emulates it (one such host measured 1.3 GFLOP/s against
+    float32's 83.3, a core step of 1.5 s), a part is refused with both peaks and what to do, before anything runs."""
+    peaks = {torch.bfloat16: 1.3, torch.float32: 83.3}
+    monkeypatch.setattr("posenc_nb.plan.matmul_gflops", lambda dtype, *_, **__: peaks[dtype])
+    monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
+    out = tmp_path / "figures"
+    with pytest.raises(RuntimeError) as error:
+        reproduce("cpu", part=["beyond"], out_dir=out, log=lambda *_: None)
+    message = str(error.value)
+    assert "at 1.3 GFLOP/s against float32's 83.3" in message and "Nothing ran." in message, message
+    assert "avx512_bf16 or amx_bf16" in message and "train_settings.dtype=float32" in message, message
+    assert not (tmp_path / "runs").exists() and not (out.exists() and any(out.iterdir()))
 
 
 @pytest.mark.parametrize(
