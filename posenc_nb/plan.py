@@ -31,11 +31,11 @@ from .validation import choice_problem, positive_int
 from .workers import side_by_side_jobs
 
 # %% auto #0
-__all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of', 'training_flops',
-           'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command', 'plan_script',
-           'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'core_steps', 'first_used', 'Estimate',
-           'default_out', 'other_work', 'matmul_gflops', 'host_speed', 'emulated_bfloat16', 'estimate_here',
-           'minutes_line', 'train_locally', 'plan_main']
+__all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'STEP_KEYS', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of',
+           'training_flops', 'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command',
+           'plan_script', 'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'measured_shares', 'core_steps',
+           'first_used', 'Estimate', 'default_out', 'other_work', 'matmul_gflops', 'host_speed', 'emulated_bfloat16',
+           'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -59,14 +59,15 @@ def training_flops(cfg: TrainConfig, parameters: int | None = None) -> float:
     return float(training_tokens_of(cfg) * per_token)
 
 # %% ../nbs/06_plan.ipynb #d0e1f2a3
-def _plan_row(cfg: TrainConfig, tflops: float) -> dict:
-    "The plan's row of one run."
+def _plan_row(cfg: TrainConfig, tflops: float, core_step_flops: float) -> dict:
+    "The plan's row of one run; its `step_share`, a step of it over a core step, by their FLOPs until measured."
     shape, parameters = cfg.model_config(), model_parameters(cfg)
     flops = training_flops(cfg, parameters)
     return dict(run=run_dir(cfg).name, config_hash=config_hash(cfg), encoding=cfg.pos_encoding, objective=cfg.objective,
                 corpus=cfg.source, seq_len=cfg.seq_len, n_layer=shape.n_layer, d_model=shape.d_model,
                 n_head=shape.n_head, parameters=parameters, batch_size=cfg.batch_size, steps=cfg.max_steps,
                 tokens=training_tokens_of(cfg), seed=cfg.seed, flops=flops, gpu_hours=flops / (tflops * 1e12) / 3600,
+                step_share=flops / cfg.max_steps / core_step_flops,
                 folder=str(run_dir(cfg)), config=cfg)
 
 
@@ -81,13 +82,18 @@ def check_tflops(tflops, key: str = "tflops") -> float:
 
 def training_plan(profile: str, overrides: dict | None = None, tflops: float = ASSUMED_TFLOPS) -> pd.DataFrame:
     """One row per distinct training run of `profile` (with `overrides`): its folder, config hash, shape, tokens, seed,
-    the notebooks that use it, its training FLOPs and GPU-hours at `tflops` sustained; nothing runs, nothing trains."""
+    the notebooks that use it, its training FLOPs and GPU-hours at `tflops` sustained, and what a step of it costs
+    against a step of the profile's core model (`step_share`: by FLOPs here, `measured_shares` times them); nothing
+    runs, nothing trains."""
     rows, notebooks, tflops = {}, {}, check_tflops(tflops)
-    for notebook, cfg in profile_trainings(profile_parameters(profile, overrides)):
+    params = profile_parameters(profile, overrides)
+    core = TrainConfig.from_dict(params["train_settings"])
+    core_step_flops = training_flops(core) / core.max_steps
+    for notebook, cfg in profile_trainings(params):
         rows.setdefault(run_dir(cfg), cfg)
         notebooks.setdefault(run_dir(cfg), []).append(notebook)
-    plan = pd.DataFrame([dict(_plan_row(cfg, tflops), notebooks=", ".join(dict.fromkeys(notebooks[folder])))
-                         for folder, cfg in rows.items()])
+    plan = pd.DataFrame([dict(_plan_row(cfg, tflops, core_step_flops),
+                              notebooks=", ".join(dict.fromkeys(notebooks[folder]))) for folder, cfg in rows.items()])
     plan.attrs.update(profile=profile, tflops=tflops)
     return plan
 
@@ -182,13 +188,34 @@ def step_seconds(train_settings: dict, jobs: int = 1, steps: int = 4) -> float:
         torch.set_num_threads(before)
     return min(times[1:]) / jobs
 
+# %% ../nbs/06_plan.ipynb #5a1e9c01
+# What sets the time of a training step; the rest of a run's config (its steps, seed, schedule, corpus) does not.
+STEP_KEYS = ("model", "n_layer", "n_head", "d_model", "max_len", "vocab_size", "tokenizer", "task", "pos_encoding",
+             "pos_options", "objective", "mask_prob", "start_token", "nopos_layers", "nopos_options", "seq_len",
+             "batch_size", "grad_accum", "device", "dtype", "compile")
+
+
+def measured_shares(plan: pd.DataFrame, train_settings: dict, jobs: int, core_step: float) -> pd.Series:
+    """The `step_share` of each run of `plan`, measured here: a step of each distinct model, objective, batch and dtype
+    among them (`STEP_KEYS`, on the corpus of `train_settings`, or the run's task: no other corpus is read to time
+    one), `jobs` side by side (`step_seconds`), over `core_step`, the step of the core model `train_settings`
+    describe."""
+    core = TrainConfig.from_dict(train_settings)
+    settings = lambda cfg: {key: getattr(cfg, key) for key in STEP_KEYS} | ({} if cfg.task else {"corpus": core.corpus})
+    key = lambda cfg: json.dumps(settings(cfg), sort_keys=True, default=str)
+    shares = {key(core): 1.0}  # the core's step is `core_step` itself
+    for cfg in plan.config:
+        if key(cfg) not in shares:
+            shares[key(cfg)] = step_seconds(settings(cfg), jobs) / core_step
+    return pd.Series([shares[key(cfg)] for cfg in plan.config], index=plan.index, dtype=float)
+
 # %% ../nbs/06_plan.ipynb #8a3d654c
-def core_steps(runs: pd.DataFrame, core: TrainConfig) -> float:
-    "The training of `runs` (rows of a plan) in steps of the `core` config: their FLOPs over one core step's."
-    return runs.flops.sum() / (training_flops(core) / core.max_steps)
+def core_steps(runs: pd.DataFrame) -> float:
+    "The training of `runs` (rows of a plan) in steps of the profile's core model: each run's steps at its share."
+    return float((runs.steps * runs.step_share).sum())
 
 
-def first_used(plan: pd.DataFrame, names: list[str], core: TrainConfig) -> dict[str, float]:
+def first_used(plan: pd.DataFrame, names: list[str]) -> dict[str, float]:
     """The training each of the notebooks `names` does from a fresh clone, run in that order, in core steps: the runs of
     `plan` it is the first of them to use."""
     trained, steps = set(), {}
@@ -196,33 +223,33 @@ def first_used(plan: pd.DataFrame, names: list[str], core: TrainConfig) -> dict[
         runs = runs_of(plan, [name])
         new = runs[~runs.folder.isin(trained)]
         trained.update(new.folder)
-        steps[name] = core_steps(new, core)
+        steps[name] = core_steps(new)
     return steps
 
 # %% ../nbs/06_plan.ipynb #8a3d654d
 @dataclass
 class Estimate:
-    """What notebooks take here: every run of `plan` they use at its FLOPs' worth of `step` seconds a step of the `core`
-    config (`step_seconds`), and each notebook's other work as runs measured it (`work`, core steps a notebook:
-    `other_work`), else the timed notebooks' share over the training it does from a fresh clone (`first_used`)."""
+    """What notebooks take here: every run of `plan` they use, each step at its `step_share` of `step` seconds, a step
+    of the core model (`step_seconds`), and each notebook's other work as runs measured it (`work`, core steps a
+    notebook: `other_work`), else the timed notebooks' share over the training it does from a fresh clone
+    (`first_used`)."""
     plan: pd.DataFrame
     step: float
-    core: TrainConfig
     work: dict = field(default_factory=dict)
 
     def training_minutes(self, runs: pd.DataFrame) -> float:
         "Minutes the training of `runs` (rows of the plan) takes here."
-        return core_steps(runs, self.core) * self.step / 60
+        return core_steps(runs) * self.step / 60
 
     def other_minutes(self, names: list[str]) -> float:
         "Minutes of the notebooks' work besides training."
-        steps, ratio = first_used(self.plan, names, self.core), self.other_ratio()
+        steps, ratio = first_used(self.plan, names), self.other_ratio()
         return sum(self.work.get(name, ratio * trained) for name, trained in steps.items()) * self.step / 60
 
     def other_ratio(self) -> float:
         """A notebook's other work over its training where no run timed it: that of the timed notebooks that train
         (each over all the training it uses), else `NOTEBOOK_TIME` less the training."""
-        timed = [(work, core_steps(runs_of(self.plan, [name]), self.core)) for name, work in self.work.items()]
+        timed = [(work, core_steps(runs_of(self.plan, [name]))) for name, work in self.work.items()]
         timed = [(work, trained) for work, trained in timed if trained]
         return sum(w for w, _ in timed) / sum(t for _, t in timed) if timed else NOTEBOOK_TIME - 1
 
@@ -230,12 +257,10 @@ class Estimate:
         "Minutes the notebooks `names` take here from a fresh clone, every run they use trained."
         return self.training_minutes(runs_of(self.plan, names)) + self.other_minutes(names)
 
-    def tflops(self, names: list[str]) -> float:
-        "The rate the notebooks `names` get through their runs' FLOPs here, their other work counted."
-        flops = runs_of(self.plan, names).flops.sum()
-        if not flops:  # they train nothing: the training's own rate
-            return training_flops(self.core) / self.core.max_steps / self.step / 1e12
-        return flops / (60 * self.minutes(names)) / 1e12
+    def pace(self, names: list[str]) -> float:
+        "Seconds a core step of the notebooks `names` takes here, their other work counted (none trained: the step)."
+        trained = core_steps(runs_of(self.plan, names))
+        return 60 * self.minutes(names) / trained if trained else self.step
 
 # %% ../nbs/06_plan.ipynb #5e1a0c02
 TIMINGS_FILE = "reproduce_timings.csv"  # each notebook's minutes in a run's output folder, written as it ends
@@ -247,7 +272,7 @@ def default_out(profile: str) -> Path:
     return REPO_ROOT / DEFAULT_OUT[profile] if profile == "cpu" else runs_dir() / Path(DEFAULT_OUT[profile]).name
 
 
-def other_work(out_dir: Path, plan: pd.DataFrame, core: TrainConfig, profile: str) -> dict[str, float]:
+def other_work(out_dir: Path, plan: pd.DataFrame, profile: str) -> dict[str, float]:
     """Each notebook's work besides training in core steps, from the runs of `profile` that `out_dir`'s timings record
     with their step (none from older rows, or an unreadable file): its seconds less the training it did as the first of
     its run's notebooks to use a run of `plan` (`first_used`), over its run's step."""
@@ -259,7 +284,7 @@ def other_work(out_dir: Path, plan: pd.DataFrame, core: TrainConfig, profile: st
     work = {}
     for (step_ms, *_), run in timings.groupby(["step_ms", "commit", "date"]):
         seconds = run.set_index("notebook").seconds
-        for name, trained in first_used(plan, sorted(seconds.index), core).items():
+        for name, trained in first_used(plan, sorted(seconds.index)).items():
             work[name] = max(0.0, seconds[name] * 1e3 / step_ms - trained)
     return work
 
@@ -315,11 +340,13 @@ def emulated_bfloat16(train_settings: dict, peaks: dict | None = None) -> str | 
 # %% ../nbs/06_plan.ipynb #dfeaa4x2
 def estimate_here(params: dict, plan: pd.DataFrame, out_dir: Path, jobs: int) -> tuple[dict, Estimate]:
     """This host (`host_speed` of `jobs` side by side, timed on the profile's own corpus: no other is tokenized to
-    time it) and what the runs of `plan` take on it: their `Estimate` at its step, with the other work the runs into
-    `out_dir` measured (`other_work`)."""
-    host = host_speed(dict(params["train_settings"], corpus=params["corpus"]), jobs)
-    core = TrainConfig.from_dict(params["train_settings"])
-    return host, Estimate(plan, host["step_ms"] / 1e3, core, other_work(out_dir, plan, core, params["profile"]))
+    time it) and what the runs of `plan` take on it: their `Estimate` at its step, each run at the share of it measured
+    here (`measured_shares`), with the other work the runs into `out_dir` measured (`other_work`)."""
+    settings = dict(params["train_settings"], corpus=params["corpus"])
+    host = host_speed(settings, jobs)
+    step = host["step_ms"] / 1e3
+    plan = plan.assign(step_share=measured_shares(plan, settings, jobs, step))
+    return host, Estimate(plan, step, other_work(out_dir, plan, params["profile"]))
 
 
 def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:

@@ -97,12 +97,13 @@ def clock(seconds: float) -> str:
 
 # %% ../nbs/06a_progress.ipynb #affbd905
 class Tracker:
-    """The runs of a reproduction's `plan` as the notebooks `names` run, at `tflops` (the rate `host_speed` measured)
-    until the run measures its own: `begin(i)` as notebook `i` starts, `look()` reads the folders, `left()` the rest."""
+    """The runs of a reproduction's `plan` as the notebooks `names` run, at `pace` seconds a core step (`Estimate.pace`,
+    from the step measured here) until the run measures its own: `begin(i)` as notebook `i` starts, `look()` reads the
+    folders, `left()` the rest."""
 
-    def __init__(self, plan: pd.DataFrame, names: list[str], tflops: float):
-        rate, self.names, self.i, self.mine = tflops * 1e12, list(names), 0, set()
-        self.runs = {row.run: dict(folder=Path(row.folder), steps=row.steps, seconds=row.flops / rate,
+    def __init__(self, plan: pd.DataFrame, names: list[str], pace: float):
+        self.names, self.i, self.mine = list(names), 0, set()
+        self.runs = {row.run: dict(folder=Path(row.folder), steps=row.steps, seconds=row.steps * row.step_share * pace,
                                    **run_state(row.folder), notebooks=set(row.notebooks.split(", ")))
                      for row in plan.itertuples()}
         for run in self.runs.values():

@@ -333,7 +333,7 @@ def reproduce(profile: str = "cpu", only=None, out_dir=None, overrides: dict | N
         if under_way:
             write_json(out_dir / UNDER_WAY, under_way)
         # after torchrun: the notebooks' training
-        shown = Progress(Tracker(plan, names, here.tflops(names)), log, progress)
+        shown = Progress(Tracker(here.plan, names, here.pace(names)), log, progress)
         timings = pd.DataFrame(_run_all(todo, out_dir, known, shown, record)).assign(**stamp)
         (out_dir / UNDER_WAY).unlink(missing_ok=True)
     if not only:
