@@ -34,8 +34,9 @@ from .parameters import PROFILES
 from .report import markdown_table
 from .batches import lm_batch
 from .train import Trainer
+from .plan import wall_seconds
 from .step_speed import (PRECISIONS, bench_train, matmul_peaks, plain_step, step_breakdown, timing_config,
-                                  train_flops_per_token, wall_seconds)
+                                  train_flops_per_token)
 from .workers import _available_memory, time_side_by_side
 from .commands import EXIT_STATUS, run_command
 from .files import unwritable, write_output

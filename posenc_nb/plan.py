@@ -33,9 +33,9 @@ from .workers import side_by_side_jobs
 # %% auto #0
 __all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'STEP_KEYS', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of',
            'training_flops', 'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command',
-           'plan_script', 'runs_of', 'chosen_plan', 'part_notebooks', 'step_seconds', 'measured_shares', 'core_steps',
-           'first_used', 'Estimate', 'default_out', 'other_work', 'matmul_gflops', 'host_speed', 'emulated_bfloat16',
-           'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
+           'plan_script', 'runs_of', 'chosen_plan', 'part_notebooks', 'wall_seconds', 'step_seconds', 'measured_shares',
+           'core_steps', 'first_used', 'Estimate', 'default_out', 'other_work', 'matmul_peak_flops', 'host_speed',
+           'emulated_bfloat16', 'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -168,6 +168,16 @@ def part_notebooks(parts, profile: str) -> list[str] | None:
 NOTEBOOK_TIME = 1.1
 
 
+def wall_seconds(fn, device: str | torch.device = "cpu") -> float:
+    "Wall-clock seconds of `fn()`, including the GPU work it queued on `device`."
+    cuda = torch.device(device).type == "cuda"
+    if cuda: torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    fn()
+    if cuda: torch.cuda.synchronize(device)
+    return time.perf_counter() - start
+
+
 def step_seconds(train_settings: dict, jobs: int = 1, steps: int = 4) -> float:
     """Seconds a training step of the model `train_settings` describe costs here, with `jobs` such models training
     side by side on one thread each (on a GPU, one at a time): the best of `steps` `Learner.train_step`s after one to
@@ -177,13 +187,7 @@ def step_seconds(train_settings: dict, jobs: int = 1, steps: int = 4) -> float:
     jobs = jobs if learner.device.type == "cpu" else 1
     torch.set_num_threads(1 if jobs > 1 else before)
     try:
-        times = []
-        for step in range(steps + 1):
-            start = time.perf_counter()
-            learner.train_step(step)
-            if learner.device.type == "cuda":
-                torch.cuda.synchronize(learner.device)
-            times.append(time.perf_counter() - start)
+        times = [wall_seconds(lambda: learner.train_step(step), learner.device) for step in range(steps + 1)]
     finally:
         torch.set_num_threads(before)
     return min(times[1:]) / jobs
@@ -289,34 +293,39 @@ def other_work(out_dir: Path, plan: pd.DataFrame, profile: str) -> dict[str, flo
     return work
 
 # %% ../nbs/06_plan.ipynb #dfeaa4bc
-def matmul_gflops(dtype: torch.dtype, threads: int, n: int = 2048, repeats: int = 5) -> float:
-    """The best of `repeats` products of two `n` x `n` matrices in `dtype` on `threads` threads (one more warms up), in
-    GFLOP/s: the peak a model's threads reach, as the kept bench (`posenc_nb.step_speed`, a later chapter) measures
-    it."""
-    a, seconds, before = torch.randn(n, n).to(dtype), [], torch.get_num_threads()
-    torch.set_num_threads(threads)
+def matmul_peak_flops(device: str | torch.device = "cpu", n: int | None = None, repeats: int = 10,
+                      dtype: torch.dtype = torch.float32, threads: int | None = None) -> float:
+    """Best FLOP/s of a product of two `n` x `n` matrices in `dtype` on `device` over `repeats` tries after one to warm
+    up, on `threads` threads (None: as set): the peak a model's threads reach, for runs and the bench alike. `n` by
+    default 8192 on a GPU, 2048 on a CPU, or 512 where one product of 2048 would take over a second there: a CPU that
+    emulates bfloat16, where each took seconds to minutes."""
+    device, before = torch.device(device), torch.get_num_threads()
+
+    def best(size: int, tries: int) -> float:
+        a, b = (torch.randn(size, size, device=device, dtype=dtype) for _ in range(2))
+        wall_seconds(lambda: a @ b, device)  # warm-up
+        return 2 * size**3 / min(wall_seconds(lambda: a @ b, device) for _ in range(tries))
+
+    torch.set_num_threads(threads or before)
     try:
-        for _ in range(repeats + 1):
-            start = time.perf_counter()
-            a @ a
-            seconds.append(time.perf_counter() - start)
+        if n is None and device.type == "cpu" and 2 * 2048**3 / (small := best(512, repeats)) > 1:
+            return small
+        return best(n or (8192 if device.type == "cuda" else 2048), repeats)
     finally:
         torch.set_num_threads(before)
-    return 2 * n**3 / min(seconds[1:]) / 1e9
 
 
 def host_speed(train_settings: dict, jobs: int) -> dict:
     """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
     `jobs` side by side (`step_seconds`); `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two
-    2048 x 2048 matrices on `threads` threads, as each model trains (`matmul_gflops`; 512 x 512 where one of those
-    would take over a second, on a CPU that emulates bfloat16: a minute each); `where`, in words."""
+    2048 x 2048 matrices on the CPU on `threads` threads, as each model trains (`matmul_peak_flops`: 512 x 512 on a CPU
+    that emulates bfloat16); `where`, in words."""
     cuda = torch.cuda.is_available()
     jobs = 1 if cuda else jobs  # what `step_seconds` assumes
     step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
     cores = f"the CPU ({os.cpu_count()} cores, {jobs} model(s) side by side, {threads} thread(s) each)"
     where = "a GPU" if cuda else cores
-    small = matmul_gflops(torch.bfloat16, threads, n=512, repeats=2)
-    peak = matmul_gflops(torch.bfloat16, threads) if 2 * 2048**3 / (small * 1e9) < 1 else small
+    peak = matmul_peak_flops(dtype=torch.bfloat16, threads=threads, repeats=5) / 1e9
     return dict(step_ms=1e3 * step, threads=threads, bf16_peak_gflops=peak,
                 where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
 
@@ -327,7 +336,8 @@ def emulated_bfloat16(train_settings: dict, peaks: dict | None = None) -> str | 
     products each on one thread), so PyTorch emulates bfloat16. On a GPU, or in float32, nothing to check."""
     if train_settings.get("dtype") != "bfloat16" or torch.cuda.is_available():
         return None
-    peaks = peaks or {dtype: matmul_gflops(dtype, 1, n=512, repeats=2) for dtype in (torch.bfloat16, torch.float32)}
+    peaks = peaks or {dtype: matmul_peak_flops(n=512, repeats=2, dtype=dtype, threads=1) / 1e9
+                      for dtype in (torch.bfloat16, torch.float32)}
     bfloat16, float32 = peaks[torch.bfloat16], peaks[torch.float32]
     if bfloat16 >= float32:
         return None

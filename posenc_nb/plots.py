@@ -19,13 +19,15 @@ from matplotlib.ticker import FuncFormatter, LogFormatter
 
 from .checkpoint import Run, load_run
 from .encodings import ENCODINGS, encoding_problem
+from .model import training_autocast
+from .parameters import PROFILES
 from .special_tokens import MIN_VOCAB_SIZE
 from .validation import check_value, each_entry
 
 # %% auto #0
 __all__ = ['PANEL_SIZE', 'LINE_STYLES', 'SEED_MARKERS', 'encoding_color', 'encoding_label', 'token_unit', 'loss_unit',
-           'runs_unit', 'format_count', 'caption', 'run_tokens', 'run_caption', 'new_figure', 'style_axes',
-           'add_caption', 'plot_by_encoding', 'savefig', 'loss_limits', 'plot_runs']
+           'runs_unit', 'format_count', 'caption', 'run_tokens', 'trained_precisions', 'run_caption', 'new_figure',
+           'style_axes', 'add_caption', 'plot_by_encoding', 'savefig', 'loss_limits', 'plot_runs']
 
 # %% ../nbs/04_plots.ipynb #82a15594
 def _encoding(name: str):
@@ -114,17 +116,30 @@ def run_tokens(runs) -> dict[str, int]:
     return tokens
 
 
+def trained_precisions(run, profile: str) -> tuple[str, str | None]:
+    """The precision `run` trained in, and the one `profile` trains it in (its task settings for a task run, else its
+    training settings; None for a name not in `PROFILES`), each as its `dtype` gives on the run's device."""
+    precision = lambda dtype: "bfloat16" if training_autocast(dtype, run.device.type) else "float32"
+    if profile not in PROFILES:
+        return precision(run.config.dtype), None
+    settings = PROFILES[profile]["task_settings" if run.config.task else "train_settings"]
+    return precision(run.config.dtype), precision(settings.get("dtype", "auto"))
+
+
 def run_caption(runs, profile: str, **extra) -> str:
     """`caption` for a figure made from training `runs`: corpus, training tokens per model (`run_tokens`, in
-    `runs_unit`) and seeds read from them."""
+    `runs_unit`) and seeds read from them, and their precision where it is not the one `profile` trains them in
+    (`trained_precisions`)."""
     runs = list(runs)
     if not runs:
         raise ValueError("run_caption needs at least one training run")
     corpora = ", ".join(sorted({r.config.corpus for r in runs if not r.config.task})) or None  # a task run has none
     tasks = ", ".join(sorted({r.config.task for r in runs if r.config.task}))
     task_part = {"synthetic_task": tasks} if tasks else {}
+    changed = sorted({own for own, its in (trained_precisions(r, profile) for r in runs) if its and own != its})
+    precision_part = {"precision": f"{', '.join(changed)}, not the profile's"} if changed else {}
     return caption(profile, corpora, run_tokens(runs), [r.config.seed for r in runs], unit=runs_unit(runs), **task_part,
-                   **extra)
+                   **precision_part, **extra)
 
 # %% ../nbs/04_plots.ipynb #8c122641
 PANEL_SIZE = (4.8, 3.4)  # inches per panel

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 
@@ -23,32 +22,14 @@ from .parameters import PROFILES
 from .batches import IGNORE
 from .learner import Learner, Processes, autocast_for, make_optimizer
 from .grids import core_grid
+from .plan import matmul_peak_flops, wall_seconds
 from .scores import runs_perplexity
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'STEP_PARTS', 'wall_seconds', 'matmul_peak_flops', 'matmul_peaks', 'train_flops_per_token', 'plain_step',
-           'bench_train', 'timing_config', 'step_breakdown', 'precision_check']
+__all__ = ['PRECISIONS', 'STEP_PARTS', 'matmul_peaks', 'train_flops_per_token', 'plain_step', 'bench_train', 'timing_config',
+           'step_breakdown', 'precision_check']
 
 # %% ../nbs/07b_step_speed.ipynb #5aa7df05
-def wall_seconds(fn, device: str | torch.device = "cpu") -> float:
-    "Wall-clock seconds of `fn()`, including the GPU work it queued on `device`."
-    cuda = torch.device(device).type == "cuda"
-    if cuda: torch.cuda.synchronize(device)
-    start = time.perf_counter()
-    fn()
-    if cuda: torch.cuda.synchronize(device)
-    return time.perf_counter() - start
-
-
-def matmul_peak_flops(device: str | torch.device = "cpu", n: int | None = None, repeats: int = 10,
-                      dtype: torch.dtype = torch.float32) -> float:
-    "Best FLOP/s of an `n x n` matrix product (default 8192 on a GPU, 2048 otherwise) in `dtype` over `repeats` tries."
-    n = n or (8192 if torch.device(device).type == "cuda" else 2048)
-    a, b = (torch.randn(n, n, device=device, dtype=dtype) for _ in range(2))
-    wall_seconds(lambda: a @ b, device)  # warm-up
-    return 2 * n**3 / min(wall_seconds(lambda: a @ b, device) for _ in range(repeats))
-
-
 PRECISIONS = {"float32": torch.float32, "bfloat16": torch.bfloat16}  # a training `dtype` -> the dtype of its matmuls
 
 

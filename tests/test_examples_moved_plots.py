@@ -10,6 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from posenc_nb.encodings import ENCODINGS
 from posenc_nb.plots import (
@@ -73,7 +74,7 @@ def test_a_caption_gives_one_count_when_all_agree_and_needs_a_seed_and_a_group()
 
 def toy_run(step=30, **config):
     defaults = dict(corpus="shakespeare", task=None, objective="clm", batch_size=8, seq_len=64, seed=0, vocab_size=2048)
-    return NS(step=step, config=NS(**dict(defaults, **config)))
+    return NS(step=step, device=torch.device("cpu"), config=NS(**defaults | dict(dtype="auto") | config))
 
 
 def test_run_captions_of_steps_tasks_and_bytes():

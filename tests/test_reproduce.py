@@ -349,7 +349,7 @@ def test_a_cpu_that_emulates_bfloat16_runs_nothing(tmp_path, monkeypatch):
     """The cpu profile trains in bfloat16: on a CPU that emulates it (one such host measured 1.3 GFLOP/s against
     float32's 83.3, a core step of 1.5 s), a part is refused with both peaks and what to do, before anything runs."""
     peaks = {torch.bfloat16: 1.3, torch.float32: 83.3}
-    monkeypatch.setattr("posenc_nb.plan.matmul_gflops", lambda dtype, *_, **__: peaks[dtype])
+    monkeypatch.setattr("posenc_nb.plan.matmul_peak_flops", lambda *_, dtype, **__: peaks[dtype] * 1e9)
     monkeypatch.setenv("POSENC_RUNS_DIR", str(tmp_path / "runs"))
     out = tmp_path / "figures"
     with pytest.raises(RuntimeError) as error:
