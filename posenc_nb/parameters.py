@@ -219,10 +219,12 @@ PROFILES["cpu"].update(
 # %% ../nbs/02g_parameters.ipynb #989218f1
 PROFILES["quick"] = dict(
     PROFILES["cpu"],
-    # A first look in at most 15 minutes on the slower of the 2-core hosts (a core step of 115 ms): the cpu recipe for
-    # 1,200 steps (2.5M bytes; a fifth of its) on one seed, enough for the blog's figure to take its shape (ALiBi flat
-    # past its training length, sinusoidal positions climbing), scored on a quarter of the cpu profile's bytes. One seed
-    # has no spread: its claims say "not established" where the cpu profile's three seeds decide.
+    # A first look: the cpu recipe for 1,200 steps (2.5M bytes; a fifth of its) on one seed, enough for the blog's
+    # figure to take its shape (ALiBi flat past its training length, sinusoidal positions climbing), scored on a quarter
+    # of the cpu profile's bytes. One seed has no spread: its claims say "not established" where the cpu profile's three
+    # seeds decide. Measured from an installed clone: 14 minutes on a 2-core host of a 59 ms core step, 22 and 24 in
+    # float32 on one of 98-101 ms. On the slower host (115 ms) it is past 15: five models on two cores train in three
+    # rounds, 14 minutes at that step before anything is scored.
     train_settings=dict(PROFILES["cpu"]["train_settings"], max_steps=1200),
     seeds=[0],
     eval_tokens=16_384,

@@ -34,8 +34,8 @@ from .workers import side_by_side_jobs
 __all__ = ['ASSUMED_TFLOPS', 'NOTEBOOK_TIME', 'STEP_KEYS', 'TIMINGS_FILE', 'profile_trainings', 'training_tokens_of',
            'training_flops', 'check_tflops', 'training_plan', 'plan_summary', 'train_arguments', 'train_command',
            'plan_script', 'runs_of', 'chosen_plan', 'part_notebooks', 'wall_seconds', 'step_seconds', 'measured_shares',
-           'core_steps', 'first_used', 'Estimate', 'default_out', 'other_work', 'matmul_peak_flops', 'host_speed',
-           'emulated_bfloat16', 'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
+           'core_steps', 'pool_steps', 'first_used', 'Estimate', 'default_out', 'other_work', 'matmul_peak_flops',
+           'host_speed', 'emulated_bfloat16', 'estimate_here', 'minutes_line', 'train_locally', 'plan_main']
 
 # %% ../nbs/06_plan.ipynb #e5f6a7b8
 def profile_trainings(p: dict) -> list[tuple[str, TrainConfig]]:
@@ -219,35 +219,47 @@ def core_steps(runs: pd.DataFrame) -> float:
     return float((runs.steps * runs.step_share).sum())
 
 
-def first_used(plan: pd.DataFrame, names: list[str]) -> dict[str, float]:
+def pool_steps(runs: pd.DataFrame, jobs: int = 1) -> float:
+    """The wall-clock time of training `runs` (rows of a plan) `jobs` side by side, in core steps: the longest first
+    (`train_grids`' order), each on the first job free, until the last ends. A core step is a model's own over `jobs`,
+    so a run takes `jobs` times its `core_steps`; a job left alone at the end leaves the other cores idle."""
+    ends = [0.0] * jobs
+    for length in sorted(runs.steps * runs.step_share * jobs, reverse=True):
+        ends[ends.index(min(ends))] += length
+    return max(ends)
+
+
+def first_used(plan: pd.DataFrame, names: list[str], jobs: int = 1) -> dict[str, float]:
     """The training each of the notebooks `names` does from a fresh clone, run in that order, in core steps: the runs of
-    `plan` it is the first of them to use."""
+    `plan` it is the first of them to use, `jobs` side by side (`pool_steps`)."""
     trained, steps = set(), {}
     for name in names:
         runs = runs_of(plan, [name])
         new = runs[~runs.folder.isin(trained)]
         trained.update(new.folder)
-        steps[name] = core_steps(new)
+        steps[name] = pool_steps(new, jobs)
     return steps
 
 # %% ../nbs/06_plan.ipynb #8a3d654d
 @dataclass
 class Estimate:
     """What notebooks take here: every run of `plan` they use, each step at its `step_share` of `step` seconds, a step
-    of the core model (`step_seconds`), and each notebook's other work as runs measured it (`work`, core steps a
-    notebook: `other_work`), else the timed notebooks' share over the training it does from a fresh clone
+    of the core model (`step_seconds`), `jobs` side by side, and each notebook's other work as runs measured it (`work`,
+    core steps a notebook: `other_work`), else the timed notebooks' share over the training it does from a fresh clone
     (`first_used`)."""
     plan: pd.DataFrame
     step: float
     work: dict = field(default_factory=dict)
+    jobs: int = 1
 
-    def training_minutes(self, runs: pd.DataFrame) -> float:
-        "Minutes the training of `runs` (rows of the plan) takes here."
-        return core_steps(runs) * self.step / 60
+    def training_minutes(self, names: list[str], runs: pd.DataFrame | None = None) -> float:
+        """Minutes the notebooks `names` train here, each the runs it is the first to use (`first_used`) of `runs`
+        (rows of the plan; default all of them: from a fresh clone)."""
+        return sum(first_used(self.plan if runs is None else runs, names, self.jobs).values()) * self.step / 60
 
     def other_minutes(self, names: list[str]) -> float:
         "Minutes of the notebooks' work besides training."
-        steps, ratio = first_used(self.plan, names), self.other_ratio()
+        steps, ratio = first_used(self.plan, names, self.jobs), self.other_ratio()
         return sum(self.work.get(name, ratio * trained) for name, trained in steps.items()) * self.step / 60
 
     def other_ratio(self) -> float:
@@ -259,7 +271,7 @@ class Estimate:
 
     def minutes(self, names: list[str]) -> float:
         "Minutes the notebooks `names` take here from a fresh clone, every run they use trained."
-        return self.training_minutes(runs_of(self.plan, names)) + self.other_minutes(names)
+        return self.training_minutes(names) + self.other_minutes(names)
 
     def pace(self, names: list[str]) -> float:
         "Seconds a core step of the notebooks `names` takes here, their other work counted (none trained: the step)."
@@ -279,16 +291,16 @@ def default_out(profile: str) -> Path:
 def other_work(out_dir: Path, plan: pd.DataFrame, profile: str) -> dict[str, float]:
     """Each notebook's work besides training in core steps, from the runs of `profile` that `out_dir`'s timings record
     with their step (none from older rows, or an unreadable file): its seconds less the training it did as the first of
-    its run's notebooks to use a run of `plan` (`first_used`), over its run's step."""
+    its run's notebooks to use a run of `plan`, its `train_jobs` side by side (`first_used`), over its run's step."""
     try:
         timings = pd.read_csv(Path(out_dir) / TIMINGS_FILE)
-        timings = timings[(timings.profile == profile) & timings.step_ms.notna()]
+        timings = timings[timings.profile == profile].dropna(subset=["step_ms", "train_jobs"])
     except (OSError, ValueError, AttributeError, KeyError):  # none, damaged, or without these columns
         return {}
     work = {}
-    for (step_ms, *_), run in timings.groupby(["step_ms", "commit", "date"]):
+    for (step_ms, jobs, *_), run in timings.groupby(["step_ms", "train_jobs", "commit", "date"]):
         seconds = run.set_index("notebook").seconds
-        for name, trained in first_used(plan, sorted(seconds.index)).items():
+        for name, trained in first_used(plan, sorted(seconds.index), int(jobs)).items():
             work[name] = max(0.0, seconds[name] * 1e3 / step_ms - trained)
     return work
 
@@ -351,12 +363,13 @@ def emulated_bfloat16(train_settings: dict, peaks: dict | None = None) -> str | 
 def estimate_here(params: dict, plan: pd.DataFrame, out_dir: Path, jobs: int) -> tuple[dict, Estimate]:
     """This host (`host_speed` of `jobs` side by side, timed on the profile's own corpus: no other is tokenized to
     time it) and what the runs of `plan` take on it: their `Estimate` at its step, each run at the share of it measured
-    here (`measured_shares`), with the other work the runs into `out_dir` measured (`other_work`)."""
-    settings = dict(params["train_settings"], corpus=params["corpus"])
+    here (`measured_shares`), `jobs` side by side (on a GPU one at a time, as its step is timed), with the other work
+    the runs into `out_dir` measured (`other_work`)."""
+    settings, jobs = dict(params["train_settings"], corpus=params["corpus"]), 1 if torch.cuda.is_available() else jobs
     host = host_speed(settings, jobs)
     step = host["step_ms"] / 1e3
     plan = plan.assign(step_share=measured_shares(plan, settings, jobs, step))
-    return host, Estimate(plan, step, other_work(out_dir, plan, params["profile"]))
+    return host, Estimate(plan, step, other_work(out_dir, plan, params["profile"]), jobs)
 
 
 def minutes_line(profile: str, overrides: dict, plan: pd.DataFrame) -> str:

@@ -75,7 +75,7 @@ def cost_here(here: Estimate, names: list[str], where: str) -> str:
     and the notebooks' other work."""
     chosen = runs_of(here.plan, names)
     todo = chosen[chosen.folder.map(lambda folder: not run_state(folder)["finished"]).astype(bool)]
-    training, other = 60 * here.training_minutes(todo), 60 * here.other_minutes(names)
+    training, other = 60 * here.training_minutes(names, todo), 60 * here.other_minutes(names)
     return (f"{plan_summary(chosen)}\nhere, on {where}: {len(todo)} of these runs to train ({len(chosen) - len(todo)} "
             f"finished, reused), {todo.flops.sum():.3g} FLOPs: {about(training + other)} in all, "
             f"{about(training).removeprefix('about ')} of training and {about(other).removeprefix('about ')} of the "
