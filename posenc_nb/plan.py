@@ -329,16 +329,16 @@ def matmul_peak_flops(device: str | torch.device = "cpu", n: int | None = None, 
 
 def host_speed(train_settings: dict, jobs: int) -> dict:
     """This host as a run says and records it: `step_ms`, a training step of the core model `train_settings` describe,
-    `jobs` side by side (`step_seconds`); `threads`, each model's; `bf16_peak_gflops`, its best bfloat16 product of two
-    2048 x 2048 matrices on the CPU on `threads` threads, as each model trains (`matmul_peak_flops`: 512 x 512 on a CPU
-    that emulates bfloat16); `where`, in words."""
+    `jobs` side by side (`step_seconds`; `jobs`, as many as it timed: one on a GPU); `threads`, each model's;
+    `bf16_peak_gflops`, its best bfloat16 product of two 2048 x 2048 matrices on the CPU on `threads` threads, as each
+    model trains (`matmul_peak_flops`: 512 x 512 on a CPU that emulates bfloat16); `where`, in words."""
     cuda = torch.cuda.is_available()
     jobs = 1 if cuda else jobs  # what `step_seconds` assumes
     step, threads = step_seconds(train_settings, jobs), 1 if jobs > 1 else torch.get_num_threads()
     cores = f"the CPU ({os.cpu_count()} cores, {jobs} model(s) side by side, {threads} thread(s) each)"
     where = "a GPU" if cuda else cores
     peak = matmul_peak_flops(dtype=torch.bfloat16, threads=threads, repeats=5) / 1e9
-    return dict(step_ms=1e3 * step, threads=threads, bf16_peak_gflops=peak,
+    return dict(step_ms=1e3 * step, jobs=jobs, threads=threads, bf16_peak_gflops=peak,
                 where=f"{where}: a core step every {1e3 * step:.0f} ms, measured")
 
 # %% ../nbs/06_plan.ipynb #b16e0a02
@@ -363,11 +363,11 @@ def emulated_bfloat16(train_settings: dict, peaks: dict | None = None) -> str | 
 def estimate_here(params: dict, plan: pd.DataFrame, out_dir: Path, jobs: int) -> tuple[dict, Estimate]:
     """This host (`host_speed` of `jobs` side by side, timed on the profile's own corpus: no other is tokenized to
     time it) and what the runs of `plan` take on it: their `Estimate` at its step, each run at the share of it measured
-    here (`measured_shares`), `jobs` side by side (on a GPU one at a time, as its step is timed), with the other work
-    the runs into `out_dir` measured (`other_work`)."""
-    settings, jobs = dict(params["train_settings"], corpus=params["corpus"]), 1 if torch.cuda.is_available() else jobs
+    here (`measured_shares`), side by side as the host timed them (on a GPU one at a time), with the other work the
+    runs into `out_dir` measured (`other_work`)."""
+    settings = dict(params["train_settings"], corpus=params["corpus"])
     host = host_speed(settings, jobs)
-    step = host["step_ms"] / 1e3
+    step, jobs = host["step_ms"] / 1e3, host["jobs"]
     plan = plan.assign(step_share=measured_shares(plan, settings, jobs, step))
     return host, Estimate(plan, step, other_work(out_dir, plan, params["profile"]), jobs)
 
